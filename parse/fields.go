@@ -1,0 +1,241 @@
+package parse
+
+import "bytes"
+
+// Fields holds what routing needs from a JSON request body. The zero value is ready to use;
+// Peek resets it, and Reset drops its references to a body (e.g. before it goes back to a
+// sync.Pool) while keeping its buffers. Not safe for concurrent use.
+//
+// The byte slices point into the body, or into Fields' own buffer when a JSON string had
+// escapes; they are valid while the body is unchanged and until the next Peek or Reset.
+type Fields struct {
+	Model              []byte // value of top-level "model"; nil when absent
+	SessionID          []byte // value of top-level "session_id"; nil when absent or null
+	PreviousResponseID []byte // value of top-level "previous_response_id"; nil when absent or null
+	Stream             bool   // top-level "stream" is the literal true
+
+	// Raw values of the last member of each key; the zero span is absent.
+	model, sessionID, previousResponseID, stream span
+
+	sessionMembers int    // number of top-level session_id members
+	cuts           []span // what AppendWithoutSessionID leaves out: ascending, disjoint
+	lastKeptEnd    int    // while scanning: end of the last member that stays, or -1
+	pendingCut     int    // while scanning: start of a session_id member awaiting its comma, or -1
+	bodyLen        int    // length of the body Peek scanned
+	nest           nesting
+	buf            []byte // unescaped values
+}
+
+// span is the byte range [start, end) of a body. The zero span means absent: no member value
+// starts at 0, since a body that is an object starts with '{' or whitespace.
+type span struct{ start, end int }
+
+func (s span) of(b []byte) []byte {
+	if s.end == 0 {
+		return nil
+	}
+	return b[s.start:s.end]
+}
+
+// Reset clears f, dropping every reference to the last body and keeping buffers for reuse.
+func (f *Fields) Reset() {
+	f.Model, f.SessionID, f.PreviousResponseID, f.Stream = nil, nil, nil, false
+	f.model, f.sessionID, f.previousResponseID, f.stream = span{}, span{}, span{}, span{}
+	f.sessionMembers = 0
+	f.cuts = f.cuts[:0]
+	f.lastKeptEnd, f.pendingCut = -1, -1
+	f.bodyLen = 0
+	f.buf = f.buf[:0]
+}
+
+// Peek scans body, which must be one JSON object with optional whitespace around it, and
+// fills f. It validates the whole body as encoding/json does (RFC 8259, nesting at most 10000
+// deep, strings may hold invalid UTF-8) and returns a *SyntaxError for malformed JSON
+// (including trailing data), ErrNotObject when the top level is not an object, and
+// ErrModelType, ErrSessionIDType or ErrPreviousResponseIDType when "model" is not a string or
+// "session_id" or "previous_response_id" is neither a string nor null. Only top-level members
+// count; when a key repeats, its last member wins, as in encoding/json. Keys are compared after
+// unescaping, so "mod\u0065l" is "model". On error f is left reset.
+//
+// Peek does not allocate once f's buffers have grown to what the bodies need.
+func Peek(body []byte, f *Fields) error {
+	f.Reset()
+	err := f.peek(body)
+	if err != nil {
+		f.Reset()
+	}
+	return err
+}
+
+func (f *Fields) peek(body []byte) error {
+	f.bodyLen = len(body)
+	i := skipWS(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return ErrNotObject
+	}
+	i, err := f.scanMembers(body, i+1)
+	if err != nil {
+		return err
+	}
+	if i = skipWS(body, i); i < len(body) {
+		return syntaxError(i, "unexpected data after the top-level object")
+	}
+	return f.finish(body)
+}
+
+// scanMembers scans the top-level object from just past its '{' and returns the index just
+// past its '}'.
+func (f *Fields) scanMembers(b []byte, i int) (int, error) {
+	if i = skipWS(b, i); i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		key, valueStart, err := scanMemberKey(b, i)
+		if err != nil {
+			return valueStart, err
+		}
+		end, err := skipValue(b, valueStart, &f.nest)
+		if err != nil {
+			return end, err
+		}
+		f.member(key, i, span{valueStart, end})
+		if i = skipWS(b, end); i >= len(b) {
+			return i, syntaxError(i, "unexpected end of input")
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case '}':
+			f.lastMember(end)
+			return i + 1, nil
+		default:
+			return i, syntaxError(i, "expected ',' or '}' after object member")
+		}
+	}
+}
+
+// member records the top-level member whose key starts at keyStart.
+func (f *Fields) member(key fieldKey, keyStart int, value span) {
+	f.nextMember(keyStart)
+	switch key {
+	case keyModel:
+		f.model = value
+	case keySessionID:
+		f.sessionID = value
+		f.sessionMembers++
+		f.pendingCut = keyStart
+		return
+	case keyPreviousResponseID:
+		f.previousResponseID = value
+	case keyStream:
+		f.stream = value
+	}
+	f.lastKeptEnd = value.end
+}
+
+// fieldKey names the top-level keys that Peek reads.
+type fieldKey uint8
+
+const (
+	keyOther fieldKey = iota
+	keyModel
+	keySessionID
+	keyPreviousResponseID
+	keyStream
+)
+
+// scanMemberKey scans `"key" :` at b[i] and returns which key it is and where its value starts.
+func scanMemberKey(b []byte, i int) (fieldKey, int, error) {
+	if i >= len(b) || b[i] != '"' {
+		return keyOther, i, syntaxError(i, "expected a string key")
+	}
+	end, escaped, err := scanString(b, i)
+	if err != nil {
+		return keyOther, end, err
+	}
+	key := whichKey(b[i+1:end-1], escaped)
+	if end = skipWS(b, end); end >= len(b) || b[end] != ':' {
+		return keyOther, end, syntaxError(end, "expected ':' after object key")
+	}
+	return key, skipWS(b, end+1), nil
+}
+
+// whichKey matches the content of a key literal; escaped keys are decoded as they are compared.
+func whichKey(raw []byte, escaped bool) fieldKey {
+	switch string(raw) {
+	case "model":
+		return keyModel
+	case "session_id":
+		return keySessionID
+	case "previous_response_id":
+		return keyPreviousResponseID
+	case "stream":
+		return keyStream
+	}
+	switch {
+	case !escaped:
+		return keyOther
+	case keyEqual(raw, "model"):
+		return keyModel
+	case keyEqual(raw, "session_id"):
+		return keySessionID
+	case keyEqual(raw, "previous_response_id"):
+		return keyPreviousResponseID
+	case keyEqual(raw, "stream"):
+		return keyStream
+	}
+	return keyOther
+}
+
+// finish checks the types of the recorded values and sets the exported fields.
+func (f *Fields) finish(b []byte) error {
+	model, session, previous := f.model.of(b), f.sessionID.of(b), f.previousResponseID.of(b)
+	if model != nil && model[0] != '"' {
+		return ErrModelType
+	}
+	if session = nullToNil(session); session != nil && session[0] != '"' {
+		return ErrSessionIDType
+	}
+	if previous = nullToNil(previous); previous != nil && previous[0] != '"' {
+		return ErrPreviousResponseIDType
+	}
+	f.Stream = string(f.stream.of(b)) == "true"
+	// Decoded values are never longer than their literals, so with this much room no append
+	// below moves f.buf, and the slices taken from it stay valid.
+	if need := escapedLen(model) + escapedLen(session) + escapedLen(previous); cap(f.buf) < need {
+		f.buf = make([]byte, 0, need)
+	}
+	f.Model = f.stringValue(model)
+	f.SessionID = f.stringValue(session)
+	f.PreviousResponseID = f.stringValue(previous)
+	return nil
+}
+
+// escapedLen returns the length of a string literal that has escapes, or 0.
+func escapedLen(v []byte) int {
+	if bytes.IndexByte(v, '\\') < 0 {
+		return 0
+	}
+	return len(v)
+}
+
+func nullToNil(v []byte) []byte {
+	if string(v) == "null" {
+		return nil
+	}
+	return v
+}
+
+// stringValue decodes a validated string literal, into f.buf when it has escapes.
+func (f *Fields) stringValue(raw []byte) []byte {
+	if raw == nil {
+		return nil
+	}
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return inner
+	}
+	start := len(f.buf)
+	f.buf = appendUnescapedInner(f.buf, inner)
+	return f.buf[start:len(f.buf):len(f.buf)]
+}

@@ -1,0 +1,125 @@
+package parse
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// This file holds the encoding/json oracles that the table tests and the fuzz targets share.
+
+// peekWant is what Peek must report for a body; nil pointers are absent values.
+type peekWant struct {
+	model, session, previous *string
+	stream, hasSession       bool
+}
+
+// decodeObject decodes a JSON object with encoding/json, keeping numbers as written.
+func decodeObject(body []byte) (map[string]any, error) {
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// peekOracle derives from encoding/json what Peek must return for body, which must be valid
+// JSON: the fields, or the sentinel error.
+func peekOracle(body []byte) (peekWant, error) {
+	if i := skipWS(body, 0); i >= len(body) || body[i] != '{' {
+		return peekWant{}, ErrNotObject
+	}
+	m, err := decodeObject(body)
+	if err != nil {
+		return peekWant{}, err
+	}
+	var w peekWant
+	var ok bool
+	if w.model, ok = oracleString(m, "model", false); !ok {
+		return peekWant{}, ErrModelType
+	}
+	if w.session, ok = oracleString(m, "session_id", true); !ok {
+		return peekWant{}, ErrSessionIDType
+	}
+	if w.previous, ok = oracleString(m, "previous_response_id", true); !ok {
+		return peekWant{}, ErrPreviousResponseIDType
+	}
+	w.stream = m["stream"] == true
+	_, w.hasSession = m["session_id"]
+	return w, nil
+}
+
+func oracleString(m map[string]any, key string, nullable bool) (*string, bool) {
+	v, present := m[key]
+	if !present || (nullable && v == nil) {
+		return nil, true
+	}
+	s, ok := v.(string)
+	return &s, ok
+}
+
+// asDecoded turns bytes Peek returned into what encoding/json makes of them: it replaces each
+// byte of invalid UTF-8 with U+FFFD, as encoding/json does and Peek does not.
+func asDecoded(b []byte) string { return string([]rune(string(b))) }
+
+// checkPeekAgainstOracle checks Peek's result for a valid JSON body against encoding/json.
+func checkPeekAgainstOracle(t *testing.T, body []byte) {
+	t.Helper()
+	var f Fields
+	err := Peek(body, &f)
+	want, wantErr := peekOracle(body)
+	if wantErr != nil {
+		if !errors.Is(err, wantErr) {
+			t.Fatalf("Peek(%q) error = %v; encoding/json says %v", body, err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("Peek(%q) error = %v; encoding/json decodes it", body, err)
+	}
+	checkField(t, body, "model", f.Model, want.model)
+	checkField(t, body, "session_id", f.SessionID, want.session)
+	checkField(t, body, "previous_response_id", f.PreviousResponseID, want.previous)
+	if f.Stream != want.stream {
+		t.Fatalf("Peek(%q).Stream = %v; encoding/json says %v", body, f.Stream, want.stream)
+	}
+	if f.HasSessionID() != want.hasSession {
+		t.Fatalf("Peek(%q).HasSessionID() = %v; encoding/json says %v", body, f.HasSessionID(), want.hasSession)
+	}
+}
+
+func checkField(t *testing.T, body []byte, name string, got []byte, want *string) {
+	t.Helper()
+	switch {
+	case want == nil && got != nil:
+		t.Fatalf("Peek(%q): %s = %q; want absent", body, name, got)
+	case want != nil && got == nil:
+		t.Fatalf("Peek(%q): %s absent; want %q", body, name, *want)
+	case want != nil && asDecoded(got) != *want:
+		t.Fatalf("Peek(%q): %s = %q; encoding/json says %q", body, name, got, *want)
+	}
+}
+
+// checkSplice checks that out is valid JSON that decodes to body's object minus session_id.
+func checkSplice(t *testing.T, body, out []byte) {
+	t.Helper()
+	if !json.Valid(out) {
+		t.Fatalf("splice of %q gave invalid JSON %q", body, out)
+	}
+	in, err := decodeObject(body)
+	if err != nil {
+		t.Fatalf("cannot decode body %q: %s", body, err)
+	}
+	got, err := decodeObject(out)
+	if err != nil {
+		t.Fatalf("cannot decode splice %q: %s", out, err)
+	}
+	delete(in, "session_id")
+	if !reflect.DeepEqual(in, got) {
+		t.Fatalf("splice of %q = %q decodes to %v; want %v", body, out, got, in)
+	}
+}
