@@ -1,0 +1,308 @@
+// Command gateway runs the model routing gateway.
+//
+//	gateway -config gateway.yaml     serve with a config file
+//	gateway                          serve the offline demo: no provider, the bundled simulator
+//	gateway check -config FILE       validate a config and exit
+//	gateway hash-key [KEY]           print the sha256 form of a key (from stdin when not given)
+//	gateway -version                 print the version
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy"
+	"github.com/modelgate/gateway/store"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "check":
+			return check(args[1:], stdout, stderr)
+		case "hash-key":
+			return hashKey(args[1:], stdout)
+		}
+	}
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "routing config `file` (YAML): keys, upstreams, models; reloaded on SIGHUP.\nWithout it the gateway serves the offline demo against the bundled upstream simulator")
+	listen := fs.String("listen", "", "`address` to listen on for clients, e.g. 127.0.0.1:8080; overrides the config's listen")
+	logFormat := fs.String("log-format", "text", "`format` of the operational log on stderr: text or json")
+	accessLog := fs.String("access-log", "text", "`format` of the access log on stdout, one line per request when it ends: text, json or off.\nIt names the caller by key id and the session by a hash; never a key or a body")
+	adminListen := fs.String("admin-listen", "", "`address` of a separate admin listener serving /metrics, /healthz and /readyz;\nwhen set, /metrics is served there only, not on the client listener")
+	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight requests and streams may take to finish;\nwhat is still open after it is cut when the process exits")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() { usage(stderr, fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "gateway", version)
+		return nil
+	}
+	log, err := newLogger(*logFormat, stderr)
+	if err != nil {
+		return err
+	}
+	access, err := newAccessLogger(*accessLog, stdout)
+	if err != nil {
+		return err
+	}
+	var cfg *proxy.Config
+	var demo *demoUpstream
+	if *configPath == "" {
+		demo, err = startDemo()
+		if err != nil {
+			return err
+		}
+		defer demo.Close()
+		cfg = demo.cfg
+		log.Warn("no provider configured: serving the offline demo against the bundled upstream simulator",
+			"simulator", demo.addr, "demo_key", demo.key, "models", demo.models)
+	} else if cfg, err = proxy.LoadConfig(*configPath); err != nil {
+		return err
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	return serve(cfg, serveOptions{configPath: *configPath, adminListen: *adminListen, grace: *grace, log: log, access: access})
+}
+
+// usage is the -help text: every form of the command, every flag, the signals.
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, `gateway routes client calls of the alpha (messages, files), beta (chat, responses,
+images, files) and gamma (generateContent) provider APIs to upstream deployments.
+
+Usage:
+  gateway -config FILE [flags]   serve with a config file
+  gateway [flags]                serve the offline demo: no provider, the bundled simulator
+  gateway check -config FILE     validate a config file, print a summary and exit (1 when invalid)
+  gateway hash-key [KEY]         print the sha256 form of KEY for keys[].sha256 (KEY from stdin when not given)
+  gateway -version               print the version and exit
+  gateway -help                  print this help
+
+Flags:
+`)
+	fs.PrintDefaults()
+	fmt.Fprint(w, `
+Signals:
+  SIGHUP           reload the config file: keys, upstreams and models swap atomically;
+                   requests in flight finish on the old config; an invalid file is refused
+                   with a log line naming the field, and the old config stays in force
+  SIGTERM, SIGINT  stop accepting, mark /readyz not ready, let requests and streams in
+                   flight finish within -grace, close the store, exit 0
+
+Operations (no key needed): GET /healthz (alive), GET /readyz (config loaded, store open,
+a healthy deployment per family), GET /metrics (Prometheus; on -admin-listen when set).
+`)
+}
+
+// serveOptions are the process knobs of serve.
+type serveOptions struct {
+	configPath  string
+	adminListen string
+	grace       time.Duration
+	log         *slog.Logger
+	access      *slog.Logger // nil: no access log
+}
+
+func serve(cfg *proxy.Config, o serveOptions) error {
+	log := o.log
+	// Take the signals before anything is announced: a SIGHUP that arrives
+	// right after "listening" must reload, not kill the process.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	st, err := store.OpenPebble(cfg.Store.Path, store.PebbleOptions{Logger: store.SlogLogger(log)})
+	if err != nil {
+		return fmt.Errorf("cannot open store at %s: %w", cfg.Store.Path, err)
+	}
+	gw, err := proxy.New(cfg, proxy.Options{Store: st, Logger: log, AccessLog: o.access, MetricsOnAdmin: o.adminListen != ""})
+	if err != nil {
+		st.Close()
+		return err
+	}
+	lns, err := listen(cfg.Listen, o.adminListen)
+	if err != nil {
+		st.Close()
+		return err
+	}
+	served := make(chan error, 2)
+	srv := gw.NewServer()
+	go func() { served <- srv.Serve(lns[0]) }()
+	var admin *fasthttp.Server
+	if len(lns) > 1 {
+		admin = gw.NewAdminServer()
+		go func() { served <- admin.Serve(lns[1]) }()
+		log.Info("admin listening", "addr", lns[1].Addr().String())
+	}
+	stopJanitor := gw.StartJanitor()
+	log.Info("gateway listening", "addr", lns[0].Addr().String(), "store", cfg.Store.Path, "version", version)
+
+	for {
+		select {
+		case err := <-served:
+			srv.Shutdown()
+			if admin != nil {
+				admin.Shutdown()
+			}
+			stopJanitor()
+			st.Close()
+			return err
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				reload(gw, o.configPath, log)
+				continue
+			}
+			log.Info("shutting down", "signal", sig.String(), "grace", o.grace.String())
+			gw.Drain()
+			err := shutdown(srv, admin, o.grace, log)
+			stopJanitor()
+			if cerr := st.Close(); cerr != nil {
+				log.Error("cannot close store", "err", cerr)
+			}
+			if err != nil {
+				return err
+			}
+			log.Info("stopped")
+			return nil
+		}
+	}
+}
+
+// listen opens the client listener and, when adminAddr is set, the admin one.
+func listen(addr, adminAddr string) ([]net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
+	}
+	if adminAddr == "" {
+		return []net.Listener{ln}, nil
+	}
+	aln, err := net.Listen("tcp", adminAddr)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("cannot listen on %s (-admin-listen): %w", adminAddr, err)
+	}
+	return []net.Listener{ln, aln}, nil
+}
+
+// shutdown stops the client server: it accepts no more connections, and those
+// open get until grace to finish their requests and streams. Then the admin
+// server, which answered /readyz as not ready meanwhile, stops too.
+func shutdown(srv, admin *fasthttp.Server, grace time.Duration, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	err := srv.ShutdownWithContext(ctx)
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("grace period over: the requests still open are cut", "grace", grace.String())
+		err = nil
+	}
+	if admin != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		admin.ShutdownWithContext(ctx)
+		cancel()
+	}
+	return err
+}
+
+func reload(gw *proxy.Gateway, configPath string, log *slog.Logger) {
+	if configPath == "" {
+		log.Warn("reload ignored: the demo has no config file")
+		return
+	}
+	cfg, err := proxy.LoadConfig(configPath)
+	if err == nil {
+		cfg.Listen = gw.Config().Listen
+		err = gw.Reload(cfg)
+	}
+	if err != nil {
+		log.Error("reload refused: the old config stays in force", "err", err)
+		return
+	}
+	log.Info("config reloaded", "path", configPath)
+}
+
+// newAccessLogger returns the access log in format, or nil when it is off.
+func newAccessLogger(format string, w io.Writer) (*slog.Logger, error) {
+	switch format {
+	case "off":
+		return nil, nil
+	case "text", "json":
+		return newLogger(format, w)
+	}
+	return nil, fmt.Errorf("-access-log must be text, json or off, not %q", format)
+}
+
+func newLogger(format string, w io.Writer) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	}
+	return nil, fmt.Errorf("-log-format must be text or json, not %q", format)
+}
+
+func check(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gateway check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "config file to validate")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *configPath == "" {
+		return errors.New("check: -config FILE is required")
+	}
+	cfg, err := proxy.LoadConfig(*configPath)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "config ok: %d keys, %d upstreams, %d models\n", len(cfg.Keys), len(cfg.Upstreams), len(cfg.Models))
+	return nil
+}
+
+func hashKey(args []string, stdout io.Writer) error {
+	var key string
+	if len(args) > 0 {
+		key = args[0]
+	} else {
+		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		key = strings.TrimRight(line, "\r\n")
+	}
+	if key == "" {
+		return errors.New("hash-key: empty key")
+	}
+	fmt.Fprintln(stdout, proxy.HashKey(key))
+	return nil
+}

@@ -1,0 +1,589 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/affinity"
+	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/store"
+)
+
+// endpoint names a client-facing endpoint, for errors, metrics and logs.
+type endpoint uint8
+
+const (
+	epMessages endpoint = iota
+	epChat
+	epModels
+	epResponsesCreate
+	epResponsesGet
+	epResponsesDelete
+	epResponsesInputItems
+	epResponsesInputTokens
+	epResponsesCompact
+	epImages
+	epGenerateContent
+	epFilesUpload
+	epFilesList
+	epFilesGet
+	epFilesContent
+	epFilesDelete
+	epBetaFilesList
+	epOther
+	numEndpoints
+)
+
+var endpointNames = [numEndpoints]string{
+	"messages", "chat_completions", "models", "responses_create", "responses_get",
+	"responses_delete", "responses_input_items", "responses_input_tokens", "responses_compact",
+	"images_generations", "generate_content", "files_upload", "files_list", "files_get",
+	"files_content", "files_delete", "beta_files_list", "other",
+}
+
+func (e endpoint) String() string { return endpointNames[e] }
+
+// maxSessionKey is the longest session key, in characters, that is accepted.
+const maxSessionKey = 256
+
+// call is the state of one client request while it is served, pooled. It is
+// acquired by a handler and released when the answer has been written: at the
+// end of the handler, or, for a streamed answer, when fasthttp closes the body
+// stream (call implements io.ReadCloser for that). A call never keeps the
+// RequestCtx past its handler.
+type call struct {
+	g       *Gateway
+	st      *state
+	ctx     *fasthttp.RequestCtx
+	family  Family
+	ep      endpoint
+	keyID   string
+	fields  parse.Fields
+	model   *model
+	dep     *deployment
+	start   time.Time
+	reqID   []byte
+	body    []byte // the request body read from the client, or its spliced copy
+	spliced []byte
+	url     []byte
+	status  int
+
+	// What the access log and metrics read when the call finishes.
+	reason      string    // why the gateway rejected the call ("" when it did not)
+	firstByte   time.Time // when the first answer byte was ready for the client
+	bytesOut    int64     // answer body bytes relayed
+	sessionHash uint64    // affinity.Hash of the session key, when there was one
+	hasSession  bool
+	cause       error // internal cause of a failure, logged, never shown
+
+	req  fasthttp.Request
+	resp fasthttp.Response
+
+	// relay state, while a streamed answer is copied to the client
+	stream    io.Reader
+	sse       bool
+	fixedSize bool
+	heads     eventHeads
+	pending   []byte // an error frame still to be written
+	streamErr bool
+	done      bool
+	// onStream, when set, sees every chunk relayed (Responses reads the id).
+	onStream func(c *call, p []byte)
+	// onAnswer, when set, sees a buffered answer before it is written; false
+	// means it answered the client itself.
+	onAnswer func(c *call, body []byte) bool
+
+	// Responses: the ownership record to write, the model inherited from a
+	// previous response, and the scan of a stream for the response id.
+	owned     store.Response
+	inherited string
+	recorded  bool
+	scanner   parse.Scanner
+	idBuf     []byte
+}
+
+var callPool = sync.Pool{New: func() any { return new(call) }}
+
+func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, fam Family, ep endpoint) *call {
+	c := callPool.Get().(*call)
+	c.g = g
+	c.st = g.state.Load()
+	c.ctx = ctx
+	c.family = fam
+	c.ep = ep
+	c.start = time.Now()
+	c.reqID = appendRequestID(c.reqID[:0], ctx)
+	return c
+}
+
+const maxPooledBody = 1 << 20
+
+func (c *call) release() {
+	c.fields.Reset()
+	c.req.Reset()
+	c.resp.Reset()
+	c.g, c.st, c.ctx, c.model, c.dep = nil, nil, nil, nil, nil
+	c.keyID = ""
+	c.stream = nil
+	c.sse, c.fixedSize, c.streamErr, c.done = false, false, false, false
+	c.heads = eventHeads{}
+	c.pending = c.pending[:0]
+	c.onStream, c.onAnswer = nil, nil
+	c.owned, c.inherited, c.recorded = store.Response{}, "", false
+	c.status = 0
+	c.reason, c.cause = "", nil
+	c.firstByte, c.bytesOut = time.Time{}, 0
+	c.sessionHash, c.hasSession = 0, false
+	if cap(c.body) > maxPooledBody {
+		c.body = nil
+	}
+	if cap(c.spliced) > maxPooledBody {
+		c.spliced = nil
+	}
+	c.body = c.body[:0] // a call that reads no body must not see the last one's
+	callPool.Put(c)
+}
+
+// fail answers e in the call's family shape.
+func (c *call) fail(e *Error) {
+	c.status = e.Status
+	c.reason, c.cause = e.Reason, e.Cause
+	c.firstByte = time.Now()
+	writeError(c.ctx, c.family, e, c.reqID)
+	c.setRequestIDHeader()
+}
+
+// authenticate checks the Bearer key (alpha also takes x-api-key, as its SDKs
+// send it by default) and sets keyID.
+func (c *call) authenticate() bool {
+	key := bearerToken(c.ctx)
+	if key == nil && c.family == Alpha {
+		key = c.ctx.Request.Header.Peek("x-api-key")
+	}
+	if len(key) == 0 {
+		c.fail(errorf(401, "auth_missing", "missing API key: send Authorization: Bearer <key>"))
+		return false
+	}
+	id, ok := c.st.keys.Verify(key)
+	if !ok {
+		c.fail(errorf(401, "auth_invalid", "invalid API key"))
+		return false
+	}
+	c.keyID = id
+	return true
+}
+
+var errBodyRead = errors.New("cannot read request body")
+
+// readBody reads the whole request body, refusing more than limit bytes with
+// 413 before reading past the limit.
+func (c *call) readBody(limit int) bool {
+	req := &c.ctx.Request
+	if cl := req.Header.ContentLength(); cl > limit {
+		c.fail(bodyTooLarge(limit))
+		return false
+	}
+	if !req.IsBodyStream() {
+		c.body = append(c.body[:0], req.Body()...)
+		if len(c.body) > limit {
+			c.fail(bodyTooLarge(limit))
+			return false
+		}
+		return true
+	}
+	buf := c.body[:0]
+	r := c.ctx.RequestBodyStream()
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > limit {
+			c.body = buf
+			c.fail(bodyTooLarge(limit))
+			return false
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			c.body = buf
+			c.fail(&Error{Status: 400, Message: errBodyRead.Error(), Reason: "body_read", Cause: err})
+			return false
+		}
+	}
+	c.body = buf
+	return true
+}
+
+func bodyTooLarge(limit int) *Error {
+	return &Error{Status: 413, Reason: "body_too_large",
+		Message: "request body is larger than the limit of " + strconv.Itoa(limit) + " bytes"}
+}
+
+// peekBody parses the routing fields of a JSON body.
+func (c *call) peekBody() bool {
+	if err := parse.Peek(c.body, &c.fields); err != nil {
+		c.fail(&Error{Status: 400, Reason: "bad_json", Message: "invalid request body: " + err.Error(), Cause: err})
+		return false
+	}
+	return true
+}
+
+// sessionKey returns the session key: the body's session_id, else the
+// x-session-id header. Longer than maxSessionKey characters is refused.
+func (c *call) sessionKey() ([]byte, bool) {
+	key := c.fields.SessionID
+	src := "session_id"
+	if len(key) == 0 {
+		key = c.ctx.Request.Header.Peek("x-session-id")
+		src = "x-session-id"
+	}
+	if len(key) > maxSessionKey && utf8.RuneCount(key) > maxSessionKey {
+		c.fail(&Error{Status: 400, Reason: "session_too_long", Param: src,
+			Message: src + " must be at most 256 characters"})
+		return nil, false
+	}
+	if len(key) > 0 {
+		c.sessionHash, c.hasSession = affinity.Hash(key), true
+	}
+	return key, true
+}
+
+// routeModel resolves the body's model to its route in the call's family.
+func (c *call) routeModel(group []byte) *route {
+	if len(c.fields.Model) == 0 {
+		c.fail(&Error{Status: 400, Reason: "model_missing", Param: "model", Message: "model is required"})
+		return nil
+	}
+	return c.routeNamed(c.fields.Model, group)
+}
+
+func (c *call) routeNamed(name, group []byte) *route {
+	m, r, ok := c.st.routeFor(name, c.family, group)
+	if !ok {
+		c.fail(&Error{Status: 404, Reason: "model_unknown", Param: "model", Code: "model_not_found",
+			Message: "the model '" + string(name) + "' does not exist or you do not have access to it"})
+		return nil
+	}
+	c.model = m
+	if r == nil {
+		msg := "the model '" + string(name) + "' is not served on the " + c.family.String() + " endpoints"
+		if len(group) > 0 {
+			msg += " of group '" + string(group) + "'"
+		}
+		c.fail(&Error{Status: 404, Reason: "model_no_route", Param: "model", Code: "model_not_found", Message: msg})
+		return nil
+	}
+	return r
+}
+
+// bodyWithoutSessionID returns the body to forward: the client's bytes, with
+// session_id cut out when present.
+func (c *call) bodyWithoutSessionID() []byte {
+	if !c.fields.HasSessionID() {
+		return c.body
+	}
+	c.spliced = parse.AppendWithoutSessionID(c.spliced[:0], c.body, &c.fields)
+	return c.spliced
+}
+
+// forward sends the request to a deployment of r chosen by key and relays the
+// answer. A deployment that cannot be connected to is marked failed and the
+// call moves to the next choice; nothing had reached it.
+func (c *call) forward(r *route, key []byte, path string, body []byte, stream bool) {
+	var tried affinity.Set
+	for {
+		i, dep := r.pick(key, tried)
+		if dep == nil {
+			c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached"})
+			return
+		}
+		err := c.send(dep, path, body, stream)
+		if err == nil {
+			c.relay()
+			return
+		}
+		if !isDialError(err) {
+			c.fail(upstreamError(err))
+			return
+		}
+		tried = tried.With(i)
+	}
+}
+
+// forwardTo sends the request to one given deployment (the one that holds a
+// Responses object) and relays the answer.
+func (c *call) forwardTo(dep *deployment, path string, body []byte, stream bool) {
+	if err := c.send(dep, path, body, stream); err != nil {
+		c.fail(upstreamError(err))
+		return
+	}
+	c.relay()
+}
+
+// send makes the upstream call; on success the deployment's in-flight count
+// stays raised until the answer is relayed.
+func (c *call) send(dep *deployment, path string, body []byte, stream bool) error {
+	c.dep = dep
+	c.prepare(dep, path, body)
+	c.resp.StreamBody = stream
+	dep.inflight.Add(1)
+	err := dep.client.Do(&c.req, &c.resp)
+	if err != nil {
+		dep.inflight.Add(-1)
+		dep.failed()
+	}
+	return err
+}
+
+func upstreamError(err error) *Error {
+	if errors.Is(err, fasthttp.ErrTimeout) || isTimeout(err) {
+		return &Error{Status: 504, Reason: "upstream_timeout", Message: "the upstream provider did not answer in time", Cause: err}
+	}
+	return &Error{Status: 502, Reason: "upstream_error", Message: "the upstream provider failed to answer", Cause: err}
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// prepare builds the upstream request: the client's end-to-end headers, the
+// deployment's URL and credentials, and body.
+func (c *call) prepare(dep *deployment, path string, body []byte) {
+	req := &c.req
+	req.Reset()
+	c.ctx.Request.Header.CopyTo(&req.Header)
+	for _, h := range strippedRequestHeaders {
+		req.Header.DelBytes(h)
+	}
+	c.url = append(c.url[:0], dep.origin...)
+	c.url = append(c.url, dep.basePath...)
+	c.url = append(c.url, path...)
+	if q := c.ctx.URI().QueryString(); len(q) > 0 && c.forwardQuery() {
+		c.url = append(c.url, '?')
+		c.url = append(c.url, q...)
+	}
+	req.SetRequestURIBytes(c.url)
+	switch dep.family {
+	case Alpha:
+		req.Header.Set("x-api-key", dep.apiKey)
+		if len(req.Header.Peek("anthropic-version")) == 0 {
+			req.Header.Set("anthropic-version", "2023-06-01")
+		}
+	case Beta:
+		req.Header.SetBytesV(fasthttp.HeaderAuthorization, dep.bearer())
+	case Gamma:
+		req.Header.Set("x-goog-api-key", dep.apiKey)
+	}
+	req.Header.SetBytesV("x-request-id", c.reqID)
+	if body != nil {
+		req.SetBodyRaw(body)
+	}
+}
+
+// forwardQuery reports whether the client's query string goes upstream: on
+// the Responses reads, exactly as encoded; elsewhere it is the gateway's own
+// (such as the ?beta=true the alpha SDK adds) and is dropped.
+func (c *call) forwardQuery() bool {
+	return c.ep == epResponsesGet || c.ep == epResponsesInputItems
+}
+
+// strippedRequestHeaders never reach an upstream: the client's credentials,
+// the gateway's own headers, hop-by-hop headers, and encodings the gateway
+// would have to undo.
+var strippedRequestHeaders = [][]byte{
+	[]byte("Authorization"), []byte("X-Api-Key"), []byte("X-Goog-Api-Key"), []byte("X-Gamma-Api-Key"),
+	[]byte("X-Session-Id"), []byte("X-Request-Id"), []byte("Request-Id"),
+	[]byte("Connection"), []byte("Keep-Alive"), []byte("Proxy-Connection"), []byte("Proxy-Authorization"),
+	[]byte("Te"), []byte("Trailer"), []byte("Transfer-Encoding"), []byte("Upgrade"), []byte("Expect"),
+	[]byte("Accept-Encoding"), []byte("Cookie"), []byte("Alpha-Workspace-Id"),
+	[]byte("Content-Length"),
+}
+
+// strippedResponseHeaders are the upstream's hop-by-hop headers and those the
+// gateway sets itself.
+var strippedResponseHeaders = [][]byte{
+	[]byte("Connection"), []byte("Keep-Alive"), []byte("Proxy-Connection"), []byte("Transfer-Encoding"),
+	[]byte("Upgrade"), []byte("Trailer"), []byte("Te"), []byte("Server"), []byte("Date"),
+	[]byte("X-Request-Id"), []byte("Request-Id"), []byte("Content-Length"),
+}
+
+// relay writes the upstream answer to the client: headers at once, then the
+// body, buffered when it was read whole, else streamed with a flush per
+// upstream read.
+func (c *call) relay() {
+	dep := c.dep
+	c.status = c.resp.StatusCode()
+	if upstreamFailureStatus(c.status) {
+		dep.failed()
+	} else {
+		dep.succeeded()
+	}
+	out := &c.ctx.Response
+	c.resp.Header.CopyTo(&out.Header)
+	for _, h := range strippedResponseHeaders {
+		out.Header.DelBytes(h)
+	}
+	out.Header.SetContentTypeBytes(c.resp.Header.ContentType())
+	c.setRequestIDHeader()
+	stream := c.resp.BodyStream()
+	if stream == nil {
+		body := c.resp.Body()
+		dep.inflight.Add(-1)
+		if c.onAnswer != nil && !c.onAnswer(c, body) {
+			return
+		}
+		out.SetBody(body)
+		c.firstByte = time.Now()
+		c.bytesOut = int64(len(body))
+		return
+	}
+	c.stream = stream
+	c.sse = bytes.HasPrefix(c.resp.Header.ContentType(), []byte("text/event-stream"))
+	if c.sse {
+		out.Header.Set("Cache-Control", "no-cache")
+		out.Header.Set("X-Accel-Buffering", "no")
+	}
+	out.ImmediateHeaderFlush = true
+	size := c.resp.Header.ContentLength()
+	if size < 0 || c.sse {
+		size = -1
+	}
+	c.fixedSize = size >= 0
+	c.done = true // ownership passes to the body stream: Close releases the call
+	c.g.streamStarted(c)
+	out.SetBodyStream(c, size)
+}
+
+func (c *call) setRequestIDHeader() {
+	c.ctx.Response.Header.SetBytesV("x-request-id", c.reqID)
+	if c.family == Alpha {
+		c.ctx.Response.Header.SetBytesV("request-id", c.reqID)
+	}
+}
+
+// Read relays the upstream body. An SSE stream that the upstream fails or
+// cuts short, even cleanly, is ended with the family's error frame, so the
+// client's SDK reports an error instead of a silently short answer.
+func (c *call) Read(p []byte) (int, error) {
+	if c.streamErr {
+		if len(c.pending) == 0 {
+			return 0, io.EOF
+		}
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	n, err := c.stream.Read(p)
+	if n > 0 {
+		if c.bytesOut == 0 {
+			c.firstByte = time.Now()
+		}
+		c.bytesOut += int64(n)
+		if c.sse {
+			c.heads.feed(p[:n])
+		}
+	}
+	if n > 0 && c.onStream != nil {
+		c.onStream(c, p[:n])
+		if c.streamErr { // the hook ended the stream: relay its frame instead
+			return c.Read(p)
+		}
+	}
+	switch {
+	case err == nil:
+		return n, nil
+	case !c.sse:
+		if err != io.EOF {
+			c.dep.failed()
+			c.resp.SetConnectionClose()
+		}
+		return n, err
+	case err == io.EOF && !c.heads.midEvent() && c.heads.ended(c.family, c.ep == epResponsesCreate):
+		return n, io.EOF
+	}
+	msg := "the upstream stream ended before its final event"
+	if err != io.EOF {
+		c.dep.failed()
+		msg = "the upstream stream was interrupted"
+		if isTimeout(err) {
+			msg = "the upstream stream timed out"
+		}
+	}
+	c.streamErr = true
+	c.resp.SetConnectionClose() // the connection's state is unknown: never reuse it
+	c.pending = c.pending[:0]
+	if c.heads.midEvent() {
+		c.pending = append(c.pending, '\n', '\n') // end the cut event so the error stands alone
+	}
+	c.pending = appendStreamError(c.pending, c.family, c.ep == epResponsesCreate, msg)
+	return n, nil
+}
+
+// relayBufPool holds the buffers of fixed-size relays (images and other large
+// answers).
+var relayBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// SupportsBodyWriteTo tells fasthttp to relay a fixed-size body with WriteTo,
+// which fasthttp would otherwise copy through bufio.Writer.ReadFrom, allocating
+// 32 KiB per answer. Chunked bodies (SSE) keep fasthttp's own pooled loop, one
+// chunk and one flush per upstream read, which allocates nothing.
+func (c *call) SupportsBodyWriteTo() bool { return c.fixedSize }
+
+// WriteTo relays a fixed-size upstream body to w with a pooled buffer.
+func (c *call) WriteTo(w io.Writer) (int64, error) {
+	pool := &relayBufPool
+	bp := pool.Get().(*[]byte)
+	defer pool.Put(bp)
+	flusher, _ := w.(interface{ Flush() error })
+	var written int64
+	for {
+		n, err := c.Read(*bp)
+		if n > 0 {
+			m, werr := w.Write((*bp)[:n])
+			written += int64(m)
+			if werr == nil && flusher != nil {
+				werr = flusher.Flush()
+			}
+			if werr != nil {
+				return written, werr
+			}
+		}
+		if err == io.EOF {
+			return written, nil
+		}
+		if err != nil {
+			return written, err
+		}
+	}
+}
+
+// Close ends the relay: the upstream body is closed (its connection reused
+// when fully read, else closed, which cancels the upstream call) and the call
+// is released.
+func (c *call) Close() error {
+	c.resp.CloseBodyStream()
+	c.dep.inflight.Add(-1)
+	c.g.finish(c)
+	c.release()
+	return nil
+}
+
+// end finishes a call that answered within its handler.
+func (c *call) end() {
+	if c.done {
+		return
+	}
+	c.g.finish(c)
+	c.release()
+}

@@ -1,0 +1,267 @@
+// Package proxy owns the gateway's HTTP side: the fasthttp handlers of every
+// family, authentication, the native error shapes, the upstream clients and
+// the streaming relay. It does not own body parsing (package parse), the
+// choice of a deployment for a session (package affinity) or durable records
+// (package store).
+package proxy
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/store"
+)
+
+// Options are the gateway's process-level knobs; the zero value is usable.
+type Options struct {
+	// Store holds Responses ownership records and user-data files. Required
+	// by those endpoints; nil disables them (they answer 503).
+	Store store.Store
+	// Verifier replaces the config's hashed keys as the identity component.
+	Verifier Verifier
+	// Logger receives operational logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// AccessLog receives one line per request when it ends; nil turns the
+	// access log off. Its handler must not keep attribute values past Handle.
+	AccessLog *slog.Logger
+	// MetricsOnAdmin serves /metrics only from AdminHandler, not from Handler.
+	MetricsOnAdmin bool
+}
+
+// Gateway serves the client-facing endpoints. Safe for concurrent use; Reload
+// swaps the config atomically while requests are served.
+type Gateway struct {
+	state  atomic.Pointer[state]
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
+	router *router.Router
+	obs    *observer
+}
+
+// New builds a gateway for cfg, which must have passed Validate.
+func New(cfg *Config, opts Options) (*Gateway, error) {
+	g := &Gateway{opts: opts, log: opts.Logger, now: opts.Now}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	g.observe()
+	if err := g.Reload(cfg); err != nil {
+		return nil, err
+	}
+	g.router = g.routes()
+	return g, nil
+}
+
+// Reload swaps in cfg. Requests in flight finish on the config they started
+// with; unchanged deployments keep their connections and health.
+func (g *Gateway) Reload(cfg *Config) error {
+	var keys Verifier = NewHashedKeys(cfg.Keys)
+	if g.opts.Verifier != nil {
+		keys = g.opts.Verifier
+	}
+	st, err := buildState(cfg, keys, g.state.Load(), g.now())
+	if err != nil {
+		return err
+	}
+	g.state.Store(st)
+	return nil
+}
+
+// Config returns the config in force.
+func (g *Gateway) Config() *Config { return g.state.Load().cfg }
+
+// Handler returns the request handler.
+func (g *Gateway) Handler() fasthttp.RequestHandler { return g.router.Handler }
+
+// NewServer returns a fasthttp server for the gateway: request bodies are
+// streamed so that per-route limits apply before a body is held, and there is
+// no write timeout, which would cut long streams.
+func (g *Gateway) NewServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:                      g.Handler(),
+		Name:                         "modelgate",
+		ReadTimeout:                  2 * time.Minute,
+		IdleTimeout:                  2 * time.Minute,
+		MaxRequestBodySize:           1 << 20,
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
+		ReadBufferSize:               8 << 10,
+		CloseOnShutdown:              true,
+		TCPKeepalive:                 true,
+		NoDefaultContentType:         true,
+		Logger:                       slogPrinter{g.log},
+	}
+}
+
+type slogPrinter struct{ l *slog.Logger }
+
+func (p slogPrinter) Printf(format string, args ...any) {
+	p.l.Warn("http server", "detail", fmt.Sprintf(format, args...))
+}
+
+func (g *Gateway) routes() *router.Router {
+	r := router.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleMethodNotAllowed = true
+	r.NotFound = g.notFound
+	r.MethodNotAllowed = g.methodNotAllowed
+	r.PanicHandler = g.panicked
+
+	r.GET("/v1/models", g.models)
+	r.POST("/v1/router/beta/v1/chat/completions", g.chat)
+	for _, base := range alphaBases {
+		r.POST(base+"/v1/messages", g.messages)
+	}
+	g.routeResponses(r)
+	g.routeImages(r)
+	g.routeFiles(r)
+	g.routeOps(r)
+	return r
+}
+
+// alphaBases are the bases an alpha SDK may be pointed at.
+var alphaBases = []string{"/v1/router/alpha", "/alpha", "/alpha/{group}"}
+
+func (g *Gateway) messages(ctx *fasthttp.RequestCtx) {
+	g.modelCall(ctx, Alpha, epMessages, "/v1/messages")
+}
+
+func (g *Gateway) chat(ctx *fasthttp.RequestCtx) {
+	g.modelCall(ctx, Beta, epChat, "/chat/completions")
+}
+
+// modelCall serves a call routed by the body's model with session affinity:
+// messages and chat completions.
+func (g *Gateway) modelCall(ctx *fasthttp.RequestCtx, fam Family, ep endpoint, path string) {
+	c := g.acquireCall(ctx, fam, ep)
+	defer c.end()
+	if !c.authenticate() || !c.readBody(c.st.cfg.Limits.MaxBodyBytes) || !c.peekBody() {
+		return
+	}
+	key, ok := c.sessionKey()
+	if !ok {
+		return
+	}
+	r := c.routeModel(groupParam(ctx))
+	if r == nil {
+		return
+	}
+	body, ok := c.prepareBody()
+	if !ok {
+		return
+	}
+	c.forward(r, key, path, body, c.fields.Stream)
+}
+
+// prepareBody returns the body to forward. Alpha messages that reference
+// stored files get them inlined; every body loses session_id.
+func (c *call) prepareBody() ([]byte, bool) {
+	if c.ep == epMessages && c.g.hasFileRefs(c.body) {
+		return c.g.inlineFiles(c)
+	}
+	return c.bodyWithoutSessionID(), true
+}
+
+// groupParam returns the {group} path segment, or nil.
+func groupParam(ctx *fasthttp.RequestCtx) []byte {
+	if v, ok := ctx.UserValue("group").(string); ok {
+		return s2b(v)
+	}
+	return nil
+}
+
+func (g *Gateway) models(ctx *fasthttp.RequestCtx) {
+	c := g.acquireCall(ctx, Beta, epModels)
+	defer c.end()
+	if !c.authenticate() {
+		return
+	}
+	c.status = 200
+	ctx.Response.Header.SetContentType("application/json")
+	c.setRequestIDHeader()
+	ctx.Response.SetBodyRaw(c.st.modelList)
+}
+
+// familyOfPath tells which family's error shape a path expects.
+func familyOfPath(p []byte) Family {
+	switch {
+	case bytes.HasPrefix(p, []byte("/v1/router/alpha")) || bytes.HasPrefix(p, []byte("/alpha")):
+		return Alpha
+	case bytes.HasPrefix(p, []byte("/v1/router/gamma")) || bytes.HasPrefix(p, []byte("/gamma")):
+		return Gamma
+	}
+	return Beta
+}
+
+func (g *Gateway) notFound(ctx *fasthttp.RequestCtx) {
+	c := g.acquireCall(ctx, familyOfPath(ctx.Path()), epOther)
+	defer c.end()
+	c.fail(&Error{Status: 404, Reason: "unknown_path", Message: "unknown path " + string(ctx.Path())})
+}
+
+func (g *Gateway) methodNotAllowed(ctx *fasthttp.RequestCtx) {
+	c := g.acquireCall(ctx, familyOfPath(ctx.Path()), epOther)
+	defer c.end()
+	c.fail(&Error{Status: 405, Reason: "method_not_allowed",
+		Message: "method " + string(ctx.Method()) + " is not allowed on " + string(ctx.Path())})
+}
+
+func (g *Gateway) panicked(ctx *fasthttp.RequestCtx, v any) {
+	g.log.Error("BUG: handler panicked", "panic", v, "path", string(ctx.Path()))
+	writeError(ctx, familyOfPath(ctx.Path()), &Error{Status: 500, Message: "internal error"}, nil)
+}
+
+// Request ids: an incoming x-request-id of 1..128 visible ASCII characters is
+// kept; otherwise "req_" + 32 hex digits: a random per-process prefix and a
+// counter, unique across processes without coordination.
+var (
+	reqIDPrefix  [8]byte
+	reqIDCounter atomic.Uint64
+)
+
+func init() {
+	rand.Read(reqIDPrefix[:])
+}
+
+func appendRequestID(dst []byte, ctx *fasthttp.RequestCtx) []byte {
+	if in := ctx.Request.Header.Peek("x-request-id"); validRequestID(in) {
+		return append(dst, in...)
+	}
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], reqIDCounter.Add(1))
+	dst = append(dst, "req_"...)
+	for _, b := range reqIDPrefix {
+		dst = append(dst, hexDigits[b>>4], hexDigits[b&0xf])
+	}
+	for _, b := range n {
+		dst = append(dst, hexDigits[b>>4], hexDigits[b&0xf])
+	}
+	return dst
+}
+
+func validRequestID(b []byte) bool {
+	if len(b) == 0 || len(b) > 128 {
+		return false
+	}
+	for _, c := range b {
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,140 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
+
+	"github.com/modelgate/gateway/parse"
+)
+
+// hotBench is a gateway on an in-memory listener in front of a minimal
+// upstream on loopback that answers a fixed body, so what is measured is the
+// gateway itself.
+type hotBench struct {
+	gw       *Gateway
+	ln       *fasthttputil.InmemoryListener
+	client   *fasthttp.HostClient
+	upstream *fasthttp.Server
+}
+
+var (
+	hotAnswer = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, this is a short answer of a few hundred bytes, which is about what a small chat completion returns to a caller."},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":30,"total_tokens":39}}`)
+	hotStream = []byte("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"}}]}\n\ndata: [DONE]\n\n")
+	hotBody   = []byte(`{"model":"m","session_id":"session-0001","messages":[{"role":"user","content":"Say hello to the benchmark, briefly."}]}`)
+)
+
+func newHotBench(tb testing.TB) *hotBench {
+	tb.Helper()
+	upLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	up := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("application/json")
+		if parse.Member(ctx.PostBody(), "stream") != nil {
+			ctx.SetContentType("text/event-stream")
+			ctx.Response.SetBodyRaw(hotStream)
+			return
+		}
+		ctx.Response.SetBodyRaw(hotAnswer)
+	}}
+	go up.Serve(upLn)
+	yaml := fmt.Sprintf(`
+keys: [{id: bench, key: bench-key}]
+upstreams:
+  - {name: u1, family: beta, base_url: "http://%[1]s/v1", api_key: k}
+  - {name: u2, family: beta, base_url: "http://%[1]s/v1", api_key: k}
+models: [{id: m, upstreams: [u1, u2]}]
+`, upLn.Addr())
+	cfg, err := ParseConfig([]byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gw, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln := fasthttputil.NewInmemoryListener()
+	go gw.NewServer().Serve(ln)
+	h := &hotBench{gw: gw, ln: ln, upstream: up, client: &fasthttp.HostClient{
+		Addr: "gateway", Dial: func(string) (net.Conn, error) { return ln.Dial() }, MaxConns: 1024,
+	}}
+	tb.Cleanup(func() { ln.Close(); up.Shutdown() })
+	return h
+}
+
+func (h *hotBench) do(tb testing.TB, req *fasthttp.Request, resp *fasthttp.Response) {
+	if err := h.client.Do(req, resp); err != nil {
+		tb.Fatal(err)
+	}
+	if resp.StatusCode() != 200 {
+		tb.Fatalf("status %d: %s", resp.StatusCode(), resp.Body())
+	}
+}
+
+func hotRequest(req *fasthttp.Request, body []byte) {
+	req.Header.SetMethod("POST")
+	req.SetRequestURI("http://gateway/v1/router/beta/v1/chat/completions")
+	req.Header.Set("Authorization", "Bearer bench-key")
+	req.Header.SetContentType("application/json")
+	req.SetBodyRaw(body)
+}
+
+// BenchmarkProxiedRequest is a whole chat completion through the gateway:
+// auth, peek, session splice, pick, forward, relay.
+func BenchmarkProxiedRequest(b *testing.B) {
+	h := newHotBench(b)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(hotBody) + len(hotAnswer)))
+	b.RunParallel(func(pb *testing.PB) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		hotRequest(req, hotBody)
+		for pb.Next() {
+			h.do(b, req, resp)
+		}
+	})
+}
+
+// BenchmarkProxiedStream is a streamed chat completion through the gateway.
+func BenchmarkProxiedStream(b *testing.B) {
+	h := newHotBench(b)
+	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		hotRequest(req, body)
+		for pb.Next() {
+			h.do(b, req, resp)
+		}
+	})
+}
+
+// BenchmarkDirect is the same request sent straight to the upstream: the floor.
+func BenchmarkDirect(b *testing.B) {
+	h := newHotBench(b)
+	up := h.gw.state.Load().deps["u1"]
+	client := &fasthttp.HostClient{Addr: up.client.Addr, MaxConns: 1024}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		hotRequest(req, hotBody)
+		req.SetRequestURI("http://" + up.client.Addr + "/v1/chat/completions")
+		for pb.Next() {
+			if err := client.Do(req, resp); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,253 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/modelgate/gateway/affinity"
+)
+
+// state is one loaded config: immutable once built, swapped atomically on
+// reload, so a request sees one consistent view from start to end.
+type state struct {
+	cfg    *Config
+	keys   Verifier
+	deps   map[string]*deployment
+	models map[string]*model
+	groups map[string]map[string]bool
+	// modelList is the precomputed body of GET /v1/models.
+	modelList []byte
+	// hasFamily tells which families have at least one deployment.
+	hasFamily [numFamilies]bool
+}
+
+// model is a routable model: per family, the ring of its deployments.
+type model struct {
+	id     string
+	image  bool
+	routes [numFamilies]*route
+	// grouped holds, per group name, the routes restricted to that group.
+	grouped map[string]*[numFamilies]*route
+	stats   modelStats // request counters; see observe.go
+}
+
+// route is the set of deployments of one family serving one model.
+type route struct {
+	ring *affinity.Ring
+	deps []*deployment
+	load func(i int) int64
+}
+
+func newRoute(deps []*deployment) (*route, error) {
+	names := make([]string, len(deps))
+	for i, d := range deps {
+		names[i] = d.name
+	}
+	ring, err := affinity.New(names)
+	if err != nil {
+		return nil, err
+	}
+	r := &route{ring: ring, deps: deps}
+	r.load = func(i int) int64 { return r.deps[i].inflight.Load() }
+	return r, nil
+}
+
+// pick chooses a deployment: by the session key when there is one, else the
+// less loaded of two. Deployments in cooldown and those in tried are skipped;
+// when every untried one is in cooldown, cooldown is ignored (better to try a
+// deployment that may have recovered than to fail).
+func (r *route) pick(key []byte, tried affinity.Set) (int, *deployment) {
+	now := time.Now().UnixNano()
+	ex := tried
+	for i, d := range r.deps {
+		if d.excluded(now) {
+			ex = ex.With(i)
+		}
+	}
+	i := r.choose(key, ex)
+	if i < 0 {
+		i = r.choose(key, tried)
+	}
+	if i < 0 {
+		return -1, nil
+	}
+	r.deps[i].stats.picked(len(key) > 0 && ex != 0 && r.ring.Pick(key, 0) != i)
+	return i, r.deps[i]
+}
+
+func (r *route) choose(key []byte, ex affinity.Set) int {
+	if len(key) > 0 {
+		return r.ring.Pick(key, ex)
+	}
+	return r.ring.PickLeast(rand.Uint64(), ex, r.load)
+}
+
+// buildState makes a state from cfg, reusing unchanged deployments of prev so
+// their pools and health survive a reload.
+func buildState(cfg *Config, keys Verifier, prev *state, now time.Time) (*state, error) {
+	st := &state{
+		cfg:    cfg,
+		keys:   keys,
+		deps:   make(map[string]*deployment, len(cfg.Upstreams)),
+		models: make(map[string]*model, len(cfg.Models)),
+		groups: make(map[string]map[string]bool, len(cfg.Groups)),
+	}
+	for _, u := range cfg.Upstreams {
+		fam, _ := parseFamily(u.Family)
+		if prev != nil {
+			if d, ok := prev.deps[u.Name]; ok && d.same(u, cfg.Timeouts, cfg.Health) {
+				st.deps[u.Name] = d
+				st.hasFamily[fam] = true
+				continue
+			}
+		}
+		st.deps[u.Name] = newDeployment(u, fam, cfg.Timeouts, cfg.Health)
+		st.hasFamily[fam] = true
+	}
+	for _, g := range cfg.Groups {
+		members := make(map[string]bool, len(g.Upstreams))
+		for _, n := range g.Upstreams {
+			members[n] = true
+		}
+		st.groups[g.Name] = members
+	}
+	for _, mc := range cfg.Models {
+		m := &model{id: mc.ID, image: mc.Image}
+		var err error
+		if m.routes, err = st.routesFor(mc, nil); err != nil {
+			return nil, fmt.Errorf("models %q: %w", mc.ID, err)
+		}
+		if len(st.groups) > 0 {
+			m.grouped = make(map[string]*[numFamilies]*route, len(st.groups))
+			for name, members := range st.groups {
+				rs, err := st.routesFor(mc, members)
+				if err != nil {
+					return nil, fmt.Errorf("models %q, group %q: %w", mc.ID, name, err)
+				}
+				m.grouped[name] = &rs
+			}
+		}
+		st.models[mc.ID] = m
+	}
+	list, err := modelListBody(cfg, prev, now)
+	if err != nil {
+		return nil, err
+	}
+	st.modelList = list
+	return st, nil
+}
+
+func (st *state) routesFor(mc ModelConfig, members map[string]bool) ([numFamilies]*route, error) {
+	var byFam [numFamilies][]*deployment
+	for _, name := range mc.Upstreams {
+		if members != nil && !members[name] {
+			continue
+		}
+		d := st.deps[name]
+		byFam[d.family] = append(byFam[d.family], d)
+	}
+	var routes [numFamilies]*route
+	for fam, deps := range byFam {
+		if len(deps) == 0 {
+			continue
+		}
+		r, err := newRoute(deps)
+		if err != nil {
+			return routes, err
+		}
+		routes[fam] = r
+	}
+	return routes, nil
+}
+
+// routeFor returns the model's route for a family, restricted to group when
+// group is not empty. ok is false when the model is unknown.
+func (st *state) routeFor(modelID []byte, fam Family, group []byte) (m *model, r *route, ok bool) {
+	m, ok = st.models[b2s(modelID)]
+	if !ok {
+		return nil, nil, false
+	}
+	if len(group) == 0 {
+		return m, m.routes[fam], true
+	}
+	rs := m.grouped[b2s(group)]
+	if rs == nil {
+		return m, nil, true
+	}
+	return m, rs[fam], true
+}
+
+type modelEntry struct {
+	ID                  string         `json:"id"`
+	Object              string         `json:"object"`
+	Created             int64          `json:"created"`
+	OwnedBy             string         `json:"owned_by"`
+	SupportedParameters []string       `json:"supported_parameters"`
+	Reasoning           reasoningEntry `json:"reasoning"`
+}
+
+type reasoningEntry struct {
+	SupportedEfforts  []string `json:"supported_efforts"`
+	DefaultEffort     string   `json:"default_effort"`
+	DefaultEnabled    bool     `json:"default_enabled"`
+	SupportsMaxTokens bool     `json:"supports_max_tokens"`
+	Mandatory         bool     `json:"mandatory"`
+}
+
+// modelListBody renders GET /v1/models once per config. A model without a
+// reasoning block is shown with no efforts and default_effort "none".
+// created is the config's value, else the time the model was first loaded by
+// this process (kept across reloads).
+func modelListBody(cfg *Config, prev *state, now time.Time) ([]byte, error) {
+	firstSeen := map[string]int64{}
+	if prev != nil {
+		var old struct{ Data []modelEntry }
+		if err := json.Unmarshal(prev.modelList, &old); err == nil {
+			for _, e := range old.Data {
+				firstSeen[e.ID] = e.Created
+			}
+		}
+	}
+	entries := make([]modelEntry, 0, len(cfg.Models))
+	for _, mc := range cfg.Models {
+		e := modelEntry{
+			ID:                  mc.ID,
+			Object:              "model",
+			Created:             mc.Created,
+			OwnedBy:             mc.OwnedBy,
+			SupportedParameters: []string{},
+			Reasoning:           reasoningEntry{SupportedEfforts: []string{}, DefaultEffort: "none"},
+		}
+		if e.Created == 0 {
+			if t, ok := firstSeen[mc.ID]; ok {
+				e.Created = t
+			} else {
+				e.Created = now.Unix()
+			}
+		}
+		hasReasoning := false
+		for _, p := range mc.SupportedParameters {
+			hasReasoning = hasReasoning || p == "reasoning"
+			e.SupportedParameters = append(e.SupportedParameters, p)
+		}
+		if r := mc.Reasoning; r != nil {
+			if !hasReasoning {
+				e.SupportedParameters = append(e.SupportedParameters, "reasoning")
+			}
+			e.Reasoning = reasoningEntry{
+				SupportedEfforts:  r.SupportedEfforts,
+				DefaultEffort:     r.DefaultEffort,
+				DefaultEnabled:    r.DefaultEnabled,
+				SupportsMaxTokens: r.SupportsMaxTokens,
+				Mandatory:         r.Mandatory,
+			}
+		}
+		entries = append(entries, e)
+	}
+	return json.Marshal(struct {
+		Object string       `json:"object"`
+		Data   []modelEntry `json:"data"`
+	}{"list", entries})
+}
