@@ -1,0 +1,292 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/store"
+)
+
+const responsesBase = "/v1/router/beta/v1/responses"
+
+func (g *Gateway) routeResponses(r *router.Router) {
+	r.POST(responsesBase, g.responsesCreate)
+	r.GET(responsesBase, g.responsesWebSocket)
+	r.GET(responsesBase+"/{id}", g.responsesGet)
+	r.DELETE(responsesBase+"/{id}", g.responsesDelete)
+	r.GET(responsesBase+"/{id}/input_items", g.responsesInputItems)
+	r.POST(responsesBase+"/input_tokens", g.responsesInputTokens)
+	r.POST(responsesBase+"/compact", g.responsesCompact)
+}
+
+// responsesCreate forwards a create byte for byte. A first create is routed by
+// model (with x-session-id affinity); a continuation of an owned response goes
+// to the deployment that holds it and inherits its model when none is given.
+// The new response's ownership record is written before the end of the answer
+// reaches the client.
+func (g *Gateway) responsesCreate(ctx *fasthttp.RequestCtx) {
+	c := g.acquireCall(ctx, Beta, epResponsesCreate)
+	defer c.end()
+	if !c.refuseIdempotencyKey() || !c.authenticate() || !c.needStore() ||
+		!c.readBody(c.st.cfg.Limits.MaxBodyBytes) || !c.peekBody() {
+		return
+	}
+	dep, r, key, ok := c.responsesRoute()
+	if !ok {
+		return
+	}
+	if !bytes.Equal(parse.Member(c.body, "store"), []byte("false")) {
+		c.owned = store.Response{Owner: c.keyID, Model: c.routeModelName()}
+		c.onAnswer = recordFromBody
+		c.onStream = recordFromStream
+		c.scanner.Reset(0)
+	}
+	if dep != nil {
+		c.forwardTo(dep, "/responses", c.body, c.fields.Stream)
+		return
+	}
+	c.forward(r, key, "/responses", c.body, c.fields.Stream)
+}
+
+// responsesRoute resolves where a create, input_tokens or compact call goes:
+// an owned previous_response_id pins its deployment; otherwise model and the
+// x-session-id header choose one.
+func (c *call) responsesRoute() (dep *deployment, r *route, key []byte, ok bool) {
+	if prev := c.fields.PreviousResponseID; len(prev) > 0 {
+		rec, dep, ok := c.ownedResponse(prev, true)
+		if !ok {
+			return nil, nil, nil, false
+		}
+		c.inherited = rec.Model
+		if len(c.fields.Model) > 0 {
+			if c.routeNamed(c.fields.Model, nil) == nil {
+				return nil, nil, nil, false
+			}
+		} else if m, ok := c.st.models[rec.Model]; ok {
+			c.model = m
+		}
+		return dep, nil, nil, true
+	}
+	if len(c.fields.Model) == 0 {
+		c.fail(&Error{Status: 400, Reason: "model_missing", Param: "model",
+			Message: "model is required (or previous_response_id naming one of your responses)"})
+		return nil, nil, nil, false
+	}
+	key, ok = c.sessionKey()
+	if !ok {
+		return nil, nil, nil, false
+	}
+	r = c.routeModel(nil)
+	return nil, r, key, r != nil
+}
+
+// routeModelName is the model a new response is recorded under: the body's,
+// else the one inherited from the previous response.
+func (c *call) routeModelName() string {
+	if len(c.fields.Model) > 0 {
+		return string(c.fields.Model)
+	}
+	return c.inherited
+}
+
+// ownedResponse loads the ownership record of id for the caller, and the
+// deployment that holds it. Another key's response, an unknown id, and one
+// whose deployment is gone are all the same "not found": nothing reveals that
+// a response exists. asPrevious shapes the error for previous_response_id.
+func (c *call) ownedResponse(id []byte, asPrevious bool) (store.Response, *deployment, bool) {
+	rec, err := c.g.opts.Store.GetResponse(string(id))
+	if err == nil && rec.Owner == c.keyID {
+		if dep := c.st.deps[rec.Deployment]; dep != nil && dep.family == Beta {
+			return rec, dep, true
+		}
+		c.g.log.Warn("response held by a deployment no longer configured", "response", rec.ID, "deployment", rec.Deployment)
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		c.fail(&Error{Status: 500, Reason: "store_error", Message: "cannot read the response record", Cause: err})
+		return rec, nil, false
+	}
+	if asPrevious {
+		c.fail(&Error{Status: 404, Reason: "response_not_found", Param: "previous_response_id", Code: "previous_response_not_found",
+			Message: "Previous response with id '" + string(id) + "' not found."})
+	} else {
+		c.fail(&Error{Status: 404, Reason: "response_not_found",
+			Message: "Response with id '" + string(id) + "' not found."})
+	}
+	return rec, nil, false
+}
+
+// recordFromBody records a plain create's response id before the answer is
+// written. A failed write fails the call: a success the gateway cannot
+// continue would break the continuation contract.
+func recordFromBody(c *call, body []byte) bool {
+	if c.status != 200 {
+		return true
+	}
+	id, err := parse.StringValue(c.idBuf[:0], parse.Member(body, "id"))
+	if err != nil || len(id) == 0 {
+		c.g.log.Warn("responses answer without an id: not recorded", "deployment", c.dep.name)
+		return true
+	}
+	if err := c.recordResponse(id); err != nil {
+		c.ctx.Response.Header.Reset()
+		c.fail(&Error{Status: 500, Reason: "store_error", Message: "cannot record the response", Cause: err})
+		return false
+	}
+	return true
+}
+
+// recordFromStream watches a streamed create for its first event, which
+// carries the response object, and records its id before that event is
+// relayed, so the record exists before the client sees the stream end.
+func recordFromStream(c *call, p []byte) {
+	if c.status != 200 || c.recorded {
+		return
+	}
+	c.scanner.Feed(p)
+	for {
+		ev, ok, err := c.scanner.Next()
+		if err != nil || !ok {
+			if err != nil {
+				c.recorded = true // give up: the stream is not what a Responses stream is
+			}
+			return
+		}
+		raw := parse.Member(parse.Member(ev.Data, "response"), "id")
+		if raw == nil {
+			continue
+		}
+		c.recorded = true
+		id, err := parse.StringValue(c.idBuf[:0], raw)
+		if err == nil && len(id) > 0 {
+			err = c.recordResponse(id)
+		}
+		if err != nil {
+			c.g.log.Error("cannot record streamed response", "err", err)
+			c.abortStream("the gateway could not record the response")
+		}
+		for {
+			if _, ok, _ := c.scanner.Next(); !ok {
+				return
+			}
+		}
+	}
+}
+
+func (c *call) recordResponse(id []byte) error {
+	rec := c.owned
+	rec.ID = string(id)
+	rec.Deployment = c.dep.name
+	rec.Created = c.g.now()
+	c.recorded = true
+	return c.g.opts.Store.PutResponse(rec)
+}
+
+func (g *Gateway) responsesGet(ctx *fasthttp.RequestCtx) {
+	g.responsesOwned(ctx, epResponsesGet, "")
+}
+
+func (g *Gateway) responsesInputItems(ctx *fasthttp.RequestCtx) {
+	g.responsesOwned(ctx, epResponsesInputItems, "/input_items")
+}
+
+func (g *Gateway) responsesDelete(ctx *fasthttp.RequestCtx) {
+	g.responsesOwned(ctx, epResponsesDelete, "")
+}
+
+// responsesOwned serves retrieve, delete and input items: owner only, sent to
+// the deployment that holds the response, the query string as the client
+// encoded it. An unknown or foreign id is answered 404 without an upstream call.
+func (g *Gateway) responsesOwned(ctx *fasthttp.RequestCtx, ep endpoint, suffix string) {
+	c := g.acquireCall(ctx, Beta, ep)
+	defer c.end()
+	if !c.authenticate() || !c.needStore() {
+		return
+	}
+	id, _ := ctx.UserValue("id").(string)
+	rec, dep, ok := c.ownedResponse(s2b(id), false)
+	if !ok {
+		return
+	}
+	if m, ok := c.st.models[rec.Model]; ok {
+		c.model = m
+	}
+	stream := ep == epResponsesGet && bytes.Contains(ctx.URI().QueryString(), []byte("stream=true"))
+	c.forwardTo(dep, "/responses/"+id+suffix, nil, stream)
+	if ep == epResponsesDelete && (c.status/100 == 2 || c.status == 404) {
+		if err := g.opts.Store.DeleteResponse(rec.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			g.log.Error("cannot delete response record", "response", rec.ID, "err", err)
+		}
+	}
+}
+
+func (g *Gateway) responsesInputTokens(ctx *fasthttp.RequestCtx) {
+	g.responsesAux(ctx, epResponsesInputTokens, "/responses/input_tokens")
+}
+
+func (g *Gateway) responsesCompact(ctx *fasthttp.RequestCtx) {
+	g.responsesAux(ctx, epResponsesCompact, "/responses/compact")
+}
+
+// responsesAux serves input_tokens and compact: forwarded byte for byte,
+// routed by model or by an owned previous_response_id.
+func (g *Gateway) responsesAux(ctx *fasthttp.RequestCtx, ep endpoint, path string) {
+	c := g.acquireCall(ctx, Beta, ep)
+	defer c.end()
+	if !c.refuseIdempotencyKey() || !c.authenticate() || !c.needStore() ||
+		!c.readBody(c.st.cfg.Limits.MaxBodyBytes) || !c.peekBody() {
+		return
+	}
+	dep, r, key, ok := c.responsesRoute()
+	if !ok {
+		return
+	}
+	if dep != nil {
+		c.forwardTo(dep, path, c.body, false)
+		return
+	}
+	c.forward(r, key, path, c.body, false)
+}
+
+// responsesWebSocket answers GET on the create path: the WebSocket mode of
+// Responses is not offered.
+func (g *Gateway) responsesWebSocket(ctx *fasthttp.RequestCtx) {
+	c := g.acquireCall(ctx, Beta, epResponsesCreate)
+	defer c.end()
+	if bytes.EqualFold(ctx.Request.Header.Peek("Upgrade"), []byte("websocket")) {
+		c.fail(&Error{Status: 400, Reason: "websocket", Message: "the WebSocket mode of Responses is not supported: use HTTP with \"stream\": true"})
+		return
+	}
+	c.fail(&Error{Status: 405, Reason: "method_not_allowed", Message: "use POST to create a response"})
+}
+
+// refuseIdempotencyKey rejects a client-supplied Idempotency-Key, before
+// anything else is done for the call.
+func (c *call) refuseIdempotencyKey() bool {
+	if c.ctx.Request.Header.Peek("Idempotency-Key") == nil {
+		return true
+	}
+	c.fail(&Error{Status: 400, Reason: "idempotency_key", Param: "Idempotency-Key",
+		Message: "the Idempotency-Key header is not supported on this endpoint"})
+	return false
+}
+
+// needStore refuses calls that need the store when the gateway runs without one.
+func (c *call) needStore() bool {
+	if c.g.opts.Store != nil {
+		return true
+	}
+	c.fail(&Error{Status: 503, Reason: "no_store", Message: "this gateway runs without a store"})
+	return false
+}
+
+// abortStream stops relaying the upstream stream and ends it with the
+// family's error frame.
+func (c *call) abortStream(msg string) {
+	c.streamErr = true
+	c.resp.SetConnectionClose()
+	c.pending = append(c.pending[:0], '\n', '\n')
+	c.pending = appendStreamError(c.pending, c.family, c.ep == epResponsesCreate, msg)
+}
