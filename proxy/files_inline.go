@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"sync"
+
+	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/store"
+)
+
+// Stored files are usable in alpha messages: an image block whose source names one of the
+// caller's files, {"type":"file","file_id":"file_svc_..."}, reaches the provider with the
+// file inlined, {"type":"base64","media_type":"image/png","data":"..."}. The provider never
+// sees our file ids, and a file of another key is "not found" before anything is sent.
+
+// fileRefMarker is in every body that references a stored file.
+var fileRefMarker = []byte(store.FileIDPrefix)
+
+// hasFileRefs is the cheap pre-check of the messages handler: only a body that mentions
+// file_svc_ is scanned for file sources. (A file id written with JSON escapes is not seen
+// and goes upstream as written, where it names nothing.)
+func (g *Gateway) hasFileRefs(body []byte) bool {
+	return bytes.Contains(body, fileRefMarker)
+}
+
+// inliner holds the buffers of one inlining, pooled.
+type inliner struct {
+	refs parse.FileRefs
+	src  []byte // the body without session_id, when it had one
+	data []byte // the bytes of the file being inlined
+	done []inlinedFile
+}
+
+// inlinedFile remembers where the base64 of a file already inlined sits in the output, so
+// that a file referenced again is copied rather than read again.
+type inlinedFile struct {
+	ref        int // index in refs.Refs
+	start, end int // the source object written, in the output
+}
+
+var inlinerPool = sync.Pool{New: func() any { return new(inliner) }}
+
+// maxPooledFileData bounds the file buffers kept for reuse: one file at its largest.
+const maxPooledFileData = maxUploadFileBytes
+
+func (in *inliner) release() {
+	in.refs.Reset()
+	in.done = in.done[:0]
+	if cap(in.src) > maxPooledBody {
+		in.src = nil
+	}
+	if cap(in.data) > maxPooledFileData {
+		in.data = nil
+	}
+	inlinerPool.Put(in)
+}
+
+// inlineFiles returns the body to forward for a messages call that mentions file_svc_:
+// session_id removed, and every source that references a file_svc_ id replaced by the
+// caller's file as base64. A reference to an unknown, expired or foreign file fails the
+// call with 404; a body that inlining would take over limits.max_body_bytes fails with 413.
+// Sources that reference other file ids (a provider's own) are left as they are.
+func (g *Gateway) inlineFiles(c *call) ([]byte, bool) {
+	if !c.needStore() {
+		return nil, false
+	}
+	in := inlinerPool.Get().(*inliner)
+	defer in.release()
+	src := c.body
+	if c.fields.HasSessionID() {
+		in.src = parse.AppendWithoutSessionID(in.src[:0], c.body, &c.fields)
+		src = in.src
+	}
+	if err := parse.FindFileRefs(src, &in.refs); err != nil {
+		// Peek validated the body and the splice keeps it valid: this is our bug.
+		c.fail(&Error{Status: 500, Reason: "inline_error", Message: "cannot read the file references", Cause: err})
+		return nil, false
+	}
+	out := c.spliced[:0]
+	prev := 0
+	for i, ref := range in.refs.Refs {
+		if !bytes.HasPrefix(ref.FileID, fileRefMarker) {
+			continue
+		}
+		out = append(out, src[prev:ref.Start]...)
+		var ok bool
+		if out, ok = in.appendSource(c, out, i, len(src)-ref.End); !ok {
+			c.spliced = out
+			return nil, false
+		}
+		prev = ref.End
+	}
+	out = append(out, src[prev:]...)
+	c.spliced = out
+	return out, true
+}
+
+// appendSource appends the base64 source object of the file of refs.Refs[i] to out. rest
+// is the length of the body still to come after it, for the size check.
+func (in *inliner) appendSource(c *call, out []byte, i, rest int) ([]byte, bool) {
+	id := in.refs.Refs[i].FileID
+	for _, d := range in.done {
+		if bytes.Equal(in.refs.Refs[d.ref].FileID, id) {
+			if !checkInlinedSize(c, len(out)+d.end-d.start+rest) {
+				return out, false
+			}
+			return append(out, out[d.start:d.end]...), true
+		}
+	}
+	now := c.g.now()
+	f, err := c.g.opts.Store.GetFile(c.keyID, string(id), now)
+	if err != nil {
+		c.fail(inlineStoreError(id, err))
+		return out, false
+	}
+	if !checkInlinedSize(c, len(out)+base64.StdEncoding.EncodedLen(int(f.Size))+len(f.MimeType)+64+rest) {
+		return out, false
+	}
+	in.data, err = c.g.opts.Store.AppendFileData(in.data[:0], c.keyID, f.ID, now)
+	if err != nil {
+		c.fail(inlineStoreError(id, err))
+		return out, false
+	}
+	start := len(out)
+	out = append(out, `{"type":"base64","media_type":`...)
+	out = appendJSONString(out, f.MimeType)
+	out = append(out, `,"data":"`...)
+	out = base64.StdEncoding.AppendEncode(out, in.data)
+	out = append(out, `"}`...)
+	in.done = append(in.done, inlinedFile{ref: i, start: start, end: len(out)})
+	return out, true
+}
+
+func inlineStoreError(id []byte, err error) *Error {
+	if errors.Is(err, store.ErrNotFound) {
+		return &Error{Status: 404, Reason: "file_not_found", Message: "file not found: " + string(id)}
+	}
+	return &Error{Status: 500, Reason: "store_error", Message: "cannot read a referenced file", Cause: err}
+}
+
+// checkInlinedSize refuses a body that inlining takes over the messages body limit.
+func checkInlinedSize(c *call, size int) bool {
+	limit := c.st.cfg.Limits.MaxBodyBytes
+	if size <= limit {
+		return true
+	}
+	c.fail(&Error{Status: 413, Reason: "inlined_too_large",
+		Message: "the request with its referenced files inlined is larger than the limit of " + strconv.Itoa(limit) + " bytes"})
+	return false
+}
