@@ -1,0 +1,399 @@
+package proxy
+
+import (
+	"cmp"
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// Metrics and the access log (issue 7). Every call ends in finish exactly once;
+// finish counts it and, when an access log is set, writes its line. Counters
+// are found without locks and without allocating: per model (held by *model)
+// an array indexed by family, endpoint and status class; per deployment (held
+// by *deployment) its histograms. Each is created in the gateway's own
+// metrics.Set on first use. See docs/operations.md for every metric.
+
+// Status classes label requests: "1xx".."5xx", and "other" for a status that
+// is not one (a call that ended before any was set).
+const numClasses = 6
+
+var classNames = [numClasses]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+func statusClass(status int) int {
+	if status < 100 || status > 599 {
+		return 0
+	}
+	return status / 100
+}
+
+// observer holds a gateway's metrics and access log. Safe for concurrent use.
+type observer struct {
+	set    *metrics.Set
+	access *slog.Logger
+	// noModel counts the calls that resolved no configured model.
+	noModel  modelStats
+	bytesIn  [numFamilies]*metrics.Counter
+	bytesOut [numFamilies]*metrics.Counter
+	streams  *metrics.Gauge
+	reasons  [numFamilies]reasonCounters
+	// store is the instrumented store, nil without one.
+	store    *observedStore
+	draining atomic.Bool
+}
+
+// observe sets up the gateway's metrics and access log and instruments its
+// store. New calls it before the first Reload.
+func (g *Gateway) observe() {
+	o := &observer{set: metrics.NewSet(), access: g.opts.AccessLog}
+	for f := range numFamilies {
+		o.bytesIn[f] = o.set.NewCounter(`gateway_request_bytes_total{family="` + f.String() + `"}`)
+		o.bytesOut[f] = o.set.NewCounter(`gateway_response_bytes_total{family="` + f.String() + `"}`)
+	}
+	o.streams = o.set.NewGauge("gateway_active_streams", nil)
+	if g.opts.Store != nil {
+		o.store = newObservedStore(g.opts.Store, o.set)
+		g.opts.Store = o.store
+	}
+	o.set.RegisterMetricsWriter(g.writeStateMetrics)
+	g.obs = o
+}
+
+// modelStats counts the requests of one model. The zero value is ready; safe
+// for concurrent use. Each counter is created on first use.
+type modelStats struct {
+	requests [numFamilies][numEndpoints][numClasses]atomic.Pointer[metrics.Counter]
+}
+
+func (o *observer) requests(ms *modelStats, modelID string, fam Family, ep endpoint, class int) *metrics.Counter {
+	p := &ms.requests[fam][ep][class]
+	if c := p.Load(); c != nil {
+		return c
+	}
+	name := make([]byte, 0, 128)
+	name = append(name, `gateway_requests_total{family="`...)
+	name = append(name, fam.String()...)
+	name = append(name, `",endpoint="`...)
+	name = append(name, ep.String()...)
+	name = append(name, `",model=`...)
+	name = appendLabelValue(name, modelID)
+	name = append(name, `,status="`...)
+	name = append(name, classNames[class]...)
+	name = append(name, `"}`...)
+	c := o.set.GetOrCreateCounter(string(name))
+	p.Store(c)
+	return c
+}
+
+// reasonCounters counts the rejections of one family by reason. Reasons are
+// the gateway's own labels, a small fixed set, so the map only grows while
+// new ones are first seen; lookups read an immutable map without locking.
+type reasonCounters struct {
+	m  atomic.Pointer[map[string]*metrics.Counter]
+	mu sync.Mutex
+}
+
+func (o *observer) rejection(fam Family, reason string) *metrics.Counter {
+	rc := &o.reasons[fam]
+	if m := rc.m.Load(); m != nil {
+		if c := (*m)[reason]; c != nil {
+			return c
+		}
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	old := rc.m.Load()
+	if old != nil && (*old)[reason] != nil {
+		return (*old)[reason]
+	}
+	next := make(map[string]*metrics.Counter, 8)
+	if old != nil {
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	name := `gateway_rejections_total{family="` + fam.String() + `",reason=` + string(appendLabelValue(nil, reason)) + `}`
+	c := o.set.GetOrCreateCounter(name)
+	next[reason] = c
+	rc.m.Store(&next)
+	return c
+}
+
+// depStats is what a deployment carries for metrics. The zero value is ready;
+// safe for concurrent use. picks and moves live with the deployment, so they
+// restart from zero when a reload replaces it (Prometheus' rate() reads that as
+// a counter reset); the histograms live in the gateway's metrics.Set by name
+// and survive.
+type depStats struct {
+	picks atomic.Uint64
+	// moves counts the picks with a session key that did not go to the key's
+	// first choice, because that one was excluded or had failed.
+	moves atomic.Uint64
+	m     atomic.Pointer[depMetrics]
+}
+
+// picked records one pick of the deployment.
+func (s *depStats) picked(moved bool) {
+	s.picks.Add(1)
+	if moved {
+		s.moves.Add(1)
+	}
+}
+
+type depMetrics struct {
+	duration  *metrics.Histogram
+	firstByte *metrics.Histogram
+	responses [numClasses]atomic.Pointer[metrics.Counter]
+}
+
+func (o *observer) depMetrics(d *deployment) *depMetrics {
+	if m := d.stats.m.Load(); m != nil {
+		return m
+	}
+	label := `{deployment=` + string(appendLabelValue(nil, d.name)) + `}`
+	m := &depMetrics{
+		duration:  o.set.GetOrCreateHistogram("gateway_upstream_duration_seconds" + label),
+		firstByte: o.set.GetOrCreateHistogram("gateway_upstream_first_byte_seconds" + label),
+	}
+	if !d.stats.m.CompareAndSwap(nil, m) {
+		return d.stats.m.Load()
+	}
+	return m
+}
+
+func (o *observer) upstreamResponses(d *deployment, m *depMetrics, class int) *metrics.Counter {
+	p := &m.responses[class]
+	if c := p.Load(); c != nil {
+		return c
+	}
+	name := `gateway_upstream_responses_total{deployment=` + string(appendLabelValue(nil, d.name)) +
+		`,status="` + classNames[class] + `"}`
+	c := o.set.GetOrCreateCounter(name)
+	p.Store(c)
+	return c
+}
+
+// streamStarted is called by relay when an answer starts to stream to the
+// client; finish ends what it starts.
+func (g *Gateway) streamStarted(c *call) {
+	if c.sse {
+		g.obs.streams.Inc()
+	}
+}
+
+// finish counts a call that has been answered and writes its access log line.
+// It runs exactly once per call: at the end of the handler, or when fasthttp
+// closes a streamed answer. With the access log off it does not allocate once
+// the call's counters exist.
+func (g *Gateway) finish(c *call) {
+	o := g.obs
+	now := time.Now()
+	status, bytesIn, bytesOut := c.outcome()
+	class := statusClass(status)
+	ms, modelID := &o.noModel, ""
+	if c.model != nil {
+		ms, modelID = &c.model.stats, c.model.id
+	}
+	o.requests(ms, modelID, c.family, c.ep, class).Inc()
+	o.bytesIn[c.family].AddInt64(bytesIn)
+	o.bytesOut[c.family].AddInt64(bytesOut)
+	if c.reason != "" {
+		o.rejection(c.family, c.reason).Inc()
+	}
+	if c.sse && c.stream != nil {
+		o.streams.Dec()
+	}
+	if d := c.dep; d != nil {
+		m := o.depMetrics(d)
+		m.duration.Update(now.Sub(c.start).Seconds())
+		if !c.firstByte.IsZero() {
+			m.firstByte.Update(c.firstByte.Sub(c.start).Seconds())
+		}
+		o.upstreamResponses(d, m, class).Inc()
+	}
+	if o.access != nil {
+		o.logAccess(c, status, now, bytesIn, bytesOut)
+	}
+}
+
+// outcome returns the status answered and the body bytes received and sent.
+// A call answered within its handler reads them from its response, which also
+// covers answers the gateway wrote itself; a streamed one from the relay.
+func (c *call) outcome() (status int, bytesIn, bytesOut int64) {
+	status, bytesIn, bytesOut = c.status, int64(len(c.body)), c.bytesOut
+	if c.stream != nil || c.ctx == nil {
+		return status, bytesIn, bytesOut
+	}
+	resp := &c.ctx.Response
+	if status == 0 {
+		status = resp.StatusCode()
+	}
+	if !resp.IsBodyStream() {
+		bytesOut = int64(len(resp.Body()))
+	}
+	// An upload streamed into the store is not held in c.body.
+	bytesIn = max(bytesIn, int64(c.ctx.Request.Header.ContentLength()))
+	return status, bytesIn, bytesOut
+}
+
+// maxLoggedModel bounds the client-sent model name written to the access log.
+const maxLoggedModel = 256
+
+// accessScratch holds what one access log line is built from; pooled. The
+// strings made from hex are valid until the scratch goes back to the pool,
+// after the line is written.
+type accessScratch struct {
+	attrs [16]slog.Attr
+	hex   [16]byte
+}
+
+var accessScratchPool = sync.Pool{New: func() any { return new(accessScratch) }}
+
+// logAccess writes the call's access log line: who, what, where it went, how
+// it ended and how long it took. Never a body, a key or a provider secret:
+// the caller is named by its key id, the session by a hash of its key.
+func (o *observer) logAccess(c *call, status int, now time.Time, bytesIn, bytesOut int64) {
+	ctx := context.Background()
+	if !o.access.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	sc := accessScratchPool.Get().(*accessScratch)
+	a := append(sc.attrs[:0],
+		// c.reqID is not changed before the call is released, after this line.
+		slog.String("request_id", b2s(c.reqID)),
+		slog.String("key_id", c.keyID),
+		slog.String("family", c.family.String()),
+		slog.String("endpoint", c.ep.String()),
+		slog.String("model", loggedModel(c)),
+		slog.String("deployment", deploymentName(c.dep)),
+		slog.Int("status", status),
+		slog.Duration("latency", now.Sub(c.start)),
+		slog.Int64("bytes_in", bytesIn),
+		slog.Int64("bytes_out", bytesOut),
+		slog.Bool("stream", c.sse),
+	)
+	if !c.firstByte.IsZero() {
+		a = append(a, slog.Duration("ttfb", c.firstByte.Sub(c.start)))
+	}
+	if c.hasSession {
+		a = append(a, slog.String("session", b2s(appendSessionHash(sc.hex[:0], c.sessionHash))))
+	}
+	if c.reason != "" {
+		a = append(a, slog.String("reason", c.reason))
+	}
+	if c.cause != nil {
+		a = append(a, slog.String("error", c.cause.Error()))
+	}
+	o.access.LogAttrs(ctx, slog.LevelInfo, "request", a...)
+	clear(a)
+	accessScratchPool.Put(sc)
+}
+
+// loggedModel is the configured model the call resolved, else the name the
+// client asked for (cut to maxLoggedModel bytes), else "".
+func loggedModel(c *call) string {
+	if c.model != nil {
+		return c.model.id
+	}
+	m := c.fields.Model
+	if len(m) > maxLoggedModel {
+		m = m[:maxLoggedModel]
+	}
+	return string(m)
+}
+
+func deploymentName(d *deployment) string {
+	if d == nil {
+		return ""
+	}
+	return d.name
+}
+
+// appendSessionHash appends the session key's affinity hash as 16 hex digits.
+func appendSessionHash(dst []byte, h uint64) []byte {
+	for shift := 60; shift >= 0; shift -= 4 {
+		dst = append(dst, hexDigits[(h>>shift)&0xf])
+	}
+	return dst
+}
+
+// WritePrometheus writes the gateway's metrics in the Prometheus text format,
+// followed by the Go runtime and process metrics.
+func (g *Gateway) WritePrometheus(w io.Writer) {
+	g.obs.set.WritePrometheus(w)
+	metrics.WriteProcessMetrics(w)
+}
+
+// writeStateMetrics writes what is read at scrape time rather than counted:
+// the health, load, picks and session moves of the deployments of the config
+// in force, and the files stored. Each metric's lines are written together.
+func (g *Gateway) writeStateMetrics(w io.Writer) {
+	st := g.state.Load()
+	deps := make([]*deployment, 0, len(st.deps))
+	for _, d := range st.deps {
+		deps = append(deps, d)
+	}
+	slices.SortFunc(deps, func(a, b *deployment) int { return cmp.Compare(a.name, b.name) })
+	now := time.Now().UnixNano()
+	b := make([]byte, 0, 512*len(deps)+256)
+	for _, d := range deps {
+		excluded := int64(0)
+		if d.excluded(now) {
+			excluded = 1
+		}
+		b = appendSample(b, "gateway_deployment_excluded", d, `,family="`+d.family.String()+`"`, excluded)
+	}
+	for _, d := range deps {
+		b = appendSample(b, "gateway_upstream_in_flight", d, "", d.inflight.Load())
+	}
+	for _, d := range deps {
+		b = appendSample(b, "gateway_affinity_picks_total", d, "", int64(d.stats.picks.Load()))
+	}
+	for _, d := range deps {
+		b = appendSample(b, "gateway_affinity_session_moves_total", d, "", int64(d.stats.moves.Load()))
+	}
+	if s := g.obs.store; s != nil {
+		count, size := s.FileStats()
+		b = append(b, "gateway_files_stored "...)
+		b = strconv.AppendInt(b, count, 10)
+		b = append(b, "\ngateway_files_stored_bytes "...)
+		b = strconv.AppendInt(b, size, 10)
+		b = append(b, '\n')
+	}
+	w.Write(b)
+}
+
+// appendSample appends `name{deployment="<d.name>"<more>} v`.
+func appendSample(b []byte, name string, d *deployment, more string, v int64) []byte {
+	b = append(b, name...)
+	b = append(b, `{deployment=`...)
+	b = appendLabelValue(b, d.name)
+	b = append(b, more...)
+	b = append(b, "} "...)
+	b = strconv.AppendInt(b, v, 10)
+	return append(b, '\n')
+}
+
+// appendLabelValue appends s as a quoted Prometheus label value: backslash,
+// double quote and newline escaped.
+func appendLabelValue(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\', '"':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}

@@ -1,0 +1,162 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/modelgate/gateway/store"
+)
+
+// storeOp names a store operation in metrics.
+type storeOp uint8
+
+const (
+	opPutResponse storeOp = iota
+	opGetResponse
+	opDeleteResponse
+	opReclaimResponses
+	opPutFile
+	opGetFile
+	opAppendFileData
+	opDeleteFile
+	opListFiles
+	opReclaimExpired
+	numStoreOps
+)
+
+var storeOpNames = [numStoreOps]string{
+	"put_response", "get_response", "delete_response", "reclaim_responses",
+	"put_file", "get_file", "append_file_data", "delete_file", "list_files", "reclaim_expired",
+}
+
+// opMetrics counts one store operation by result and times it.
+type opMetrics struct {
+	ok, notFound, refused, failed *metrics.Counter
+	duration                      *metrics.Histogram
+}
+
+// observedStore is a store.Store that counts and times every operation of the
+// store it wraps, by result: ok, not_found, refused (ErrInvalid, ErrTooLarge,
+// ErrExists: the caller's input) and error (the engine failed). FileStats is
+// passed through untimed: it feeds the metrics themselves. Safe for concurrent
+// use as the wrapped store is.
+type observedStore struct {
+	s      store.Store
+	ops    [numStoreOps]opMetrics
+	closed atomic.Bool
+}
+
+var _ store.Store = (*observedStore)(nil)
+
+func newObservedStore(s store.Store, set *metrics.Set) *observedStore {
+	o := &observedStore{s: s}
+	for i, name := range storeOpNames {
+		m := &o.ops[i]
+		prefix := `gateway_store_operations_total{op="` + name + `",result="`
+		m.ok = set.NewCounter(prefix + `ok"}`)
+		m.notFound = set.NewCounter(prefix + `not_found"}`)
+		m.refused = set.NewCounter(prefix + `refused"}`)
+		m.failed = set.NewCounter(prefix + `error"}`)
+		m.duration = set.NewHistogram(`gateway_store_operation_duration_seconds{op="` + name + `"}`)
+	}
+	return o
+}
+
+// done records one operation that started at start and ended with err.
+func (o *observedStore) done(op storeOp, start time.Time, err error) {
+	m := &o.ops[op]
+	m.duration.Update(time.Since(start).Seconds())
+	switch {
+	case err == nil:
+		m.ok.Inc()
+	case errors.Is(err, store.ErrNotFound):
+		m.notFound.Inc()
+	case errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrExists):
+		m.refused.Inc()
+	default:
+		m.failed.Inc()
+	}
+}
+
+func (o *observedStore) PutResponse(r store.Response) error {
+	start := time.Now()
+	err := o.s.PutResponse(r)
+	o.done(opPutResponse, start, err)
+	return err
+}
+
+func (o *observedStore) GetResponse(id string) (store.Response, error) {
+	start := time.Now()
+	r, err := o.s.GetResponse(id)
+	o.done(opGetResponse, start, err)
+	return r, err
+}
+
+func (o *observedStore) DeleteResponse(id string) error {
+	start := time.Now()
+	err := o.s.DeleteResponse(id)
+	o.done(opDeleteResponse, start, err)
+	return err
+}
+
+func (o *observedStore) ReclaimResponses(createdBefore time.Time) (int, error) {
+	start := time.Now()
+	n, err := o.s.ReclaimResponses(createdBefore)
+	o.done(opReclaimResponses, start, err)
+	return n, err
+}
+
+// PutFile's time includes reading r: for an upload, the client's sending.
+func (o *observedStore) PutFile(f store.File, r io.Reader, max int64) (store.File, error) {
+	start := time.Now()
+	f, err := o.s.PutFile(f, r, max)
+	o.done(opPutFile, start, err)
+	return f, err
+}
+
+func (o *observedStore) GetFile(owner, id string, now time.Time) (store.File, error) {
+	start := time.Now()
+	f, err := o.s.GetFile(owner, id, now)
+	o.done(opGetFile, start, err)
+	return f, err
+}
+
+func (o *observedStore) AppendFileData(dst []byte, owner, id string, now time.Time) ([]byte, error) {
+	start := time.Now()
+	dst, err := o.s.AppendFileData(dst, owner, id, now)
+	o.done(opAppendFileData, start, err)
+	return dst, err
+}
+
+func (o *observedStore) DeleteFile(owner, id string) error {
+	start := time.Now()
+	err := o.s.DeleteFile(owner, id)
+	o.done(opDeleteFile, start, err)
+	return err
+}
+
+func (o *observedStore) ListFiles(owner string, q store.ListQuery) ([]store.File, bool, error) {
+	start := time.Now()
+	files, more, err := o.s.ListFiles(owner, q)
+	o.done(opListFiles, start, err)
+	return files, more, err
+}
+
+func (o *observedStore) ReclaimExpired(now time.Time) (int, error) {
+	start := time.Now()
+	n, err := o.s.ReclaimExpired(now)
+	o.done(opReclaimExpired, start, err)
+	return n, err
+}
+
+func (o *observedStore) FileStats() (count int64, bytes int64) { return o.s.FileStats() }
+
+// Close closes the wrapped store; readiness reports the store closed after it.
+func (o *observedStore) Close() error {
+	o.closed.Store(true)
+	return o.s.Close()
+}
