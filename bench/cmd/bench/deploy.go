@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/modelgate/gateway/bench/nginx"
+	"github.com/modelgate/gateway/bench/scenario"
+)
+
+// simDeployments is the number of simulator processes: the affinity ring.
+const simDeployments = 4
+
+// deployment is every process of one run and the temp dir of their configs,
+// logs and store.
+type deployment struct {
+	dir      string
+	bins     binaries
+	binsFrom string
+	sims     []*proc
+	simAddrs []string
+	gateway  *proc
+	gwAddr   string
+	nginx    *nginx.Server
+	// nginxSkipped says why there is no nginx, when there is none.
+	nginxSkipped string
+	nginxVersion string
+	nginxPIDs    []int
+}
+
+// deploy starts the simulators, the gateway in front of them and nginx in
+// front of the first simulator. On error, whatever started is stopped.
+func deploy(ctx context.Context, o *options, root string, log io.Writer) (d *deployment, err error) {
+	dir, err := os.MkdirTemp("", "modelgate-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("cannot create the run's temp dir: %w", err)
+	}
+	d = &deployment{dir: dir}
+	defer func() {
+		if err != nil {
+			d.close(log)
+			d = nil
+		}
+	}()
+	if d.bins, d.binsFrom, err = findBinaries(ctx, root, o.binDir, dir, o.build); err != nil {
+		return d, err
+	}
+	fmt.Fprintf(log, "binaries: %s\n", d.binsFrom)
+	if err = d.startSims(); err != nil {
+		return d, err
+	}
+	if err = d.startGateway(); err != nil {
+		return d, err
+	}
+	if o.noNginx {
+		d.nginxSkipped = "nginx not run (-no-nginx)"
+	} else {
+		d.startNginx(ctx)
+	}
+	if d.nginxSkipped != "" {
+		fmt.Fprintf(log, "nginx: skipped: %s\n", d.nginxSkipped)
+	}
+	return d, nil
+}
+
+func (d *deployment) startSims() error {
+	k := scenario.DefaultKeys
+	for i := range simDeployments {
+		p, addr, err := startSim(d.bins.sim, d.dir, fmt.Sprintf("sim%d", i+1), [3]string{k.Alpha, k.Beta, k.Gamma})
+		if err != nil {
+			return err
+		}
+		d.sims = append(d.sims, p)
+		d.simAddrs = append(d.simAddrs, addr)
+	}
+	return nil
+}
+
+func (d *deployment) startGateway() error {
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	urls := make([]string, len(d.simAddrs))
+	for i, a := range d.simAddrs {
+		urls[i] = "http://" + a
+	}
+	gc := scenario.GatewayConfig{Listen: addr, StorePath: filepath.Join(d.dir, "store"), Keys: scenario.DefaultKeys, Sims: urls}
+	text, err := gc.YAML()
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(d.dir, "gateway.yaml")
+	if err := os.WriteFile(path, text, 0o600); err != nil {
+		return fmt.Errorf("cannot write the gateway config: %w", err)
+	}
+	d.gateway, err = startGateway(d.bins.gateway, d.dir, path, addr, scenario.DefaultKeys.Gateway)
+	d.gwAddr = addr
+	return err
+}
+
+// startNginx installs nginx if it can and starts it with one worker per core
+// (worker_processes auto, as deployed by default). Any failure leaves a
+// reason in nginxSkipped.
+func (d *deployment) startNginx(ctx context.Context) {
+	bin, err := nginx.Ensure(ctx)
+	if err == nil {
+		var v [3]int
+		if v, err = nginx.Version(bin); err == nil {
+			d.nginxVersion = fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2])
+		}
+	}
+	if err == nil {
+		d.nginx, err = nginx.Start(nginx.Options{Binary: bin, Upstream: d.simAddrs[0], WorkerProcesses: -1})
+	}
+	if err == nil {
+		d.nginxPIDs, err = d.nginxWorkers()
+	}
+	if err != nil {
+		d.nginxSkipped = err.Error()
+		if !errors.Is(err, nginx.ErrNotAvailable) {
+			d.nginxSkipped = "nginx not available: " + d.nginxSkipped
+		}
+		if d.nginx != nil {
+			_ = d.nginx.Stop()
+			d.nginx = nil
+		}
+	}
+}
+
+// nginxWorkers waits until nginx has forked its workers, one per core (or,
+// after a while, at least one: nginx may count cores otherwise), and returns
+// the pids of the master and workers.
+func (d *deployment) nginxWorkers() ([]int, error) {
+	start := time.Now()
+	for {
+		pids, err := d.nginx.PIDs()
+		if err != nil || len(pids) > runtime.NumCPU() || (len(pids) > 1 && time.Since(start) > 2*time.Second) {
+			return pids, err
+		}
+		if time.Since(start) > startTimeout {
+			return nil, fmt.Errorf("nginx has no worker after %v", startTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sampled returns the pids to sample for t now: nginx may have replaced a worker.
+func (d *deployment) sampled(t *target) []int {
+	if t.Kind != scenario.Proxy || d.nginx == nil {
+		return t.pids
+	}
+	if pids, err := d.nginx.PIDs(); err == nil {
+		return pids
+	}
+	return t.pids
+}
+
+// targets returns the targets of the run, the skipped one with its reason.
+func (d *deployment) targets() []target {
+	ts := []target{
+		{Target: scenario.Target{Name: "direct", Kind: scenario.Direct, URL: "http://" + d.simAddrs[0]}, pids: []int{d.sims[0].pid()}},
+		{Target: scenario.Target{Name: "gateway", Kind: scenario.Gateway, URL: "http://" + d.gwAddr}, pids: []int{d.gateway.pid()}},
+	}
+	n := target{Target: scenario.Target{Name: "nginx", Kind: scenario.Proxy}, skipped: d.nginxSkipped}
+	if d.nginx != nil {
+		n.URL, n.pids = d.nginx.URL(), d.nginxPIDs
+	}
+	return append(ts, n)
+}
+
+// checkAlive returns an error naming a process of the run that has exited.
+func (d *deployment) checkAlive() error {
+	procs := append([]*proc{d.gateway}, d.sims...)
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.exited:
+			return p.failure(errors.New("exited during the run"))
+		default:
+		}
+	}
+	return nil
+}
+
+// close stops every process, nginx first, then the gateway, then the
+// simulators, and removes the temp dir. Problems are logged, not returned.
+func (d *deployment) close(log io.Writer) {
+	if d.nginx != nil {
+		if err := d.nginx.Stop(); err != nil {
+			fmt.Fprintf(log, "warning: %v\n", err)
+		}
+	}
+	procs := append([]*proc{d.gateway}, d.sims...)
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		if err := p.stop(); err != nil {
+			fmt.Fprintf(log, "warning: %v\n", err)
+		}
+	}
+	if d.dir != "" {
+		if err := os.RemoveAll(d.dir); err != nil {
+			fmt.Fprintf(log, "warning: cannot remove %s: %v\n", d.dir, err)
+		}
+	}
+}
+
+// target is a scenario target with the processes sampled while it is measured.
+type target struct {
+	scenario.Target
+	pids    []int
+	skipped string
+}

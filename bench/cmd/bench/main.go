@@ -1,0 +1,133 @@
+// Command bench is the benchmark harness: it starts the upstream simulator,
+// the gateway and nginx as separate processes on loopback, runs every
+// scenario of bench/scenario against the simulator directly, the gateway and
+// nginx in alternating rounds, and writes a markdown table, plots and the raw
+// results under -out.
+//
+//	go run ./bench/cmd/bench -quick                      # make bench: under 3 minutes
+//	go run ./bench/cmd/bench                             # make bench-full
+//	go run ./bench/cmd/bench -scenarios chat,chat-stream -rounds 5 -duration 10s
+//
+// Every process it starts is stopped when it ends, also on error or Ctrl-C.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the command's flags, after the mode's defaults are applied.
+type options struct {
+	quick     bool
+	out       string
+	scenarios []string
+	rounds    int
+	duration  time.Duration
+	warmup    time.Duration
+	idleHold  time.Duration
+	uploads   uint64
+	openRate  float64
+	binDir    string
+	build     bool
+	noNginx   bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		stop()
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	return runBench(ctx, o, stdout)
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	var scenarios string
+	fs.BoolVar(&o.quick, "quick", false, "quick mode: fewer and shorter rounds, for make bench (under 3 minutes)")
+	fs.StringVar(&o.out, "out", "", "directory of README.md, results.json and the plots (default: bench/results of the repository)")
+	fs.StringVar(&scenarios, "scenarios", "", "comma-separated scenario names (default: all)")
+	fs.IntVar(&o.rounds, "rounds", 0, "measured rounds per scenario and target (default: 2 quick, 3 full)")
+	fs.DurationVar(&o.duration, "duration", 0, "length of each measured round (default: 1s quick, 5s full)")
+	fs.DurationVar(&o.warmup, "warmup", 0, "warm-up per scenario and target before the rounds (default: duration/4, at most 1s)")
+	fs.DurationVar(&o.idleHold, "idle-hold", 0, "how long the idle streams are held (default: 2s quick, 10s full)")
+	fs.Uint64Var(&o.uploads, "uploads", 0, "uploads per round of the upload scenario (default: 16 quick, 64 full)")
+	fs.Float64Var(&o.openRate, "open-rate", 0, "request rate of the open-loop scenario (default 1000/s)")
+	fs.StringVar(&o.binDir, "bin", "", "directory holding gateway and upstream-sim (default: the repo's bin/, built into a temp dir if missing)")
+	fs.BoolVar(&o.build, "build", false, "build gateway and upstream-sim into a temp dir even if -bin has them")
+	fs.BoolVar(&o.noNginx, "no-nginx", false, "do not run nginx (the reference proxy)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if scenarios != "" {
+		o.scenarios = strings.Split(scenarios, ",")
+	}
+	o.ensureDefaults()
+	if o.rounds < 1 || o.duration < 100*time.Millisecond {
+		return nil, fmt.Errorf("-rounds must be at least 1 and -duration at least 100ms")
+	}
+	return &o, nil
+}
+
+// ensureDefaults applies the mode's sizes to the flags left unset.
+func (o *options) ensureDefaults() {
+	pick := func(quick, full time.Duration) time.Duration {
+		if o.quick {
+			return quick
+		}
+		return full
+	}
+	if o.rounds == 0 {
+		o.rounds = 3
+		if o.quick {
+			o.rounds = 2
+		}
+	}
+	if o.duration == 0 {
+		o.duration = pick(time.Second, 5*time.Second)
+	}
+	if o.warmup == 0 {
+		o.warmup = min(o.duration/4, time.Second)
+	}
+	if o.idleHold == 0 {
+		o.idleHold = pick(2*time.Second, 10*time.Second)
+	}
+	if o.uploads == 0 {
+		o.uploads = 64
+		if o.quick {
+			o.uploads = 16
+		}
+	}
+}
+
+func (o *options) mode() string {
+	if o.quick {
+		return "quick"
+	}
+	return "full"
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelgate/gateway/bench/load"
+	"github.com/modelgate/gateway/bench/report"
+	"github.com/modelgate/gateway/bench/scenario"
+)
+
+func TestParseFlags(t *testing.T) {
+	f := func(args []string, rounds int, d time.Duration, uploads uint64) {
+		t.Helper()
+		o, err := parseFlags(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.rounds != rounds || o.duration != d || o.uploads != uploads {
+			t.Fatalf("%v: rounds %d duration %v uploads %d", args, o.rounds, o.duration, o.uploads)
+		}
+	}
+	f(nil, 3, 5*time.Second, 64)
+	f([]string{"-quick"}, 2, time.Second, 16)
+	f([]string{"-quick", "-rounds", "4", "-duration", "3s"}, 4, 3*time.Second, 16)
+	for _, bad := range [][]string{{"-rounds", "-1"}, {"-duration", "1ms"}, {"extra"}} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Fatalf("%v accepted", bad)
+		}
+	}
+}
+
+// measured returns a target with one round of rps and p50, and a peak RSS.
+func measured(name string, rps float64, p50 time.Duration, rss uint64) report.Target {
+	h := load.NewHistogram()
+	for range 100 {
+		h.Record(p50)
+	}
+	res := load.Merge(load.Result{OK: uint64(rps), Requests: uint64(rps), Elapsed: time.Second, LatencyHist: h, TTFBHist: load.NewHistogram()})
+	return report.Target{Name: name, Rounds: []report.Round{{Result: res, Usage: &load.Usage{RSSPeak: rss}}}}
+}
+
+func TestGoals(t *testing.T) {
+	scs := scenario.All(scenario.Params{})
+	run := &report.Run{Scenarios: []report.Scenario{
+		{Name: "chat", Targets: []report.Target{
+			measured("direct", 300, time.Millisecond, 10<<20),
+			measured("gateway", 200, 2*time.Millisecond, 70<<20),
+			measured("nginx", 100, 3*time.Millisecond, 10<<20)}},
+		{Name: "chat-1conn", Targets: []report.Target{
+			measured("direct", 300, 100*time.Microsecond, 10<<20),
+			measured("gateway", 200, 200*time.Microsecond, 20<<20),
+			measured("nginx", 100, 150*time.Microsecond, 10<<20)}},
+		{Name: "affinity", Targets: []report.Target{measured("gateway", 200, time.Millisecond, 80<<20)}},
+		{Name: "idle-sse", Targets: []report.Target{
+			{Name: "gateway", Idle: &load.IdleResult{Streams: 10, Opened: 10, BytesPerStream: 20 << 10}}}},
+	}}
+	got := map[string]goal{}
+	for _, g := range goals(run, scs) {
+		got[strings.Fields(g.what)[1]] = g
+	}
+	f := func(key, verdict, measured string) {
+		t.Helper()
+		g := got[key]
+		if g.verdict != verdict || !strings.Contains(g.measured, measured) {
+			t.Fatalf("goal %q: %q %q, want %q containing %q", g.what, g.verdict, g.measured, verdict, measured)
+		}
+	}
+	f("plain,", goalMet, "×2.00")               // chat: 200 vs 100 req/s
+	f("stream,", notMeasured, notMeasured)      // chat-stream absent
+	f("connection", goalMiss, "gateway +100µs") // +100µs against nginx's +50µs
+	f("peak", goalMiss, "chat 70.0 MiB; 80.0 MiB (most, in affinity)")
+	f("memory", goalMet, "20.0 KiB over 10 streams")
+}
+
+func TestWriteResults(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "07-gone-latency.png")
+	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := &report.Run{Title: "T", Notes: []string{"a note"}, Scenarios: []report.Scenario{
+		{Name: "chat", Description: "the chat", Targets: []report.Target{
+			measured("direct", 300, time.Millisecond, 0), measured("gateway", 200, 2*time.Millisecond, 0),
+			{Name: "nginx", Skipped: "nginx not available: test"}}},
+	}}
+	if err := writeResults(dir, run, scenario.All(scenario.Params{})); err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(dir, readmeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# T", "- a note", "| chat | gateway | 200 |", "skipped: nginx not available: test",
+		"## Goals of issue 6", "## How to run", "## Plots\n\n### chat\n\nthe chat", "(01-chat-latency.png)"} {
+		if !bytes.Contains(readme, []byte(want)) {
+			t.Fatalf("README lacks %q:\n%s", want, readme)
+		}
+	}
+	for name, want := range map[string]bool{"07-gone-latency.png": false, report.MarkdownFile: false,
+		report.JSONFile: true, "01-chat-latency.png": true, "01-chat-throughput.png": true} {
+		if _, err := os.Stat(filepath.Join(dir, name)); (err == nil) != want {
+			t.Fatalf("%s exists: %v, want %v", name, err == nil, want)
+		}
+	}
+}
+
+// TestInterruptStopsEverything interrupts a run during its first scenario and
+// checks that every process it started is gone and nothing was written.
+func TestInterruptStopsEverything(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the gateway, the simulators and nginx")
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	var log bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"-quick", "-build", "-scenarios", "chat", "-duration", "1m", "-out", out}, &log, io.Discard)
+	}()
+	deadline := time.After(3 * time.Minute)
+	for !childRuns(t, "-config") {
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended before its gateway started: %v", err)
+		case <-deadline:
+			cancel()
+			t.Fatalf("the gateway never started: %v", <-done)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	time.Sleep(2 * time.Second) // into the first scenario
+	cancel()
+	err := <-done
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run returned %v; log:\n%s", err, log.String())
+	}
+	if kids, err := load.Children(os.Getpid()); err != nil || len(kids) != 0 {
+		t.Fatalf("children left: %v, %v", kids, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, readmeFile)); !os.IsNotExist(err) {
+		t.Fatalf("an interrupted run wrote results: %v", err)
+	}
+}
+
+// childRuns reports whether a child of this process has arg on its command line.
+func childRuns(t *testing.T, arg string) bool {
+	t.Helper()
+	kids, err := load.Children(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range kids {
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if bytes.Contains(b, []byte(arg)) {
+			return true
+		}
+	}
+	return false
+}

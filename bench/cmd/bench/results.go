@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+
+	"github.com/modelgate/gateway/bench/report"
+	"github.com/modelgate/gateway/bench/scenario"
+)
+
+// readmeFile is what the results directory shows first: the latest table.
+const readmeFile = "README.md"
+
+// notes describe the machine, the processes and their CPU budgets.
+func (r *runner) notes() []string {
+	cores := runtime.NumCPU()
+	notes := []string{
+		fmt.Sprintf("Mode %s: per scenario, a warm-up of %v per target, then %d rounds; in each round every target runs %v, "+
+			"the targets taking turns at going first. req/s is the median of the rounds; percentiles are over all rounds. "+
+			"The machine is shared: compare targets within one run, as ratios, and prefer the full mode's longer rounds.",
+			r.o.mode(), r.o.warmup, r.o.rounds, r.o.duration),
+		fmt.Sprintf("Machine: %d cores (nproc), %s, %s/%s. The load generator, %d simulator processes, the gateway and nginx all share these cores.",
+			cores, runtime.Version(), runtime.GOOS, runtime.GOARCH, simDeployments),
+		fmt.Sprintf("CPU budget as each proxy is deployed by default: the gateway runs with Go's default GOMAXPROCS (= %d, the cores; "+
+			"GOMAXPROCS unset in its environment: %t); nginx runs worker_processes auto (%s). The harness itself runs with GOMAXPROCS %d.",
+			cores, os.Getenv("GOMAXPROCS") == "", r.nginxWorkers(), runtime.GOMAXPROCS(0)),
+		"Targets: direct is the upstream simulator itself (the floor); gateway is bin/gateway in front of it; " +
+			"nginx is a keep-alive reverse proxy with buffering off in front of the same simulator" + r.nginxVersion() + ".",
+		"CPU µs/req and peak RSS are those of the target's own processes while it is measured: the simulator process for direct, " +
+			"the gateway process for gateway, the nginx master and workers for nginx.",
+		fmt.Sprintf("Gateway config: one key; an alpha and a beta upstream per simulator, max_conns %d per deployment "+
+			"(the default 512 would queue the idle scenario's streams); an embedded Pebble store in a temp dir.", scenario.DefaultMaxConns),
+		"Access logs are off on both proxies: nginx's config says access_log off, the gateway runs with -access-log off " +
+			"(its default writes a line per request to stdout).",
+	}
+	notes = append(notes, "Idle streams: each target is measured once, not in rounds. A simulator notices a closed idle stream "+
+		"only at its next frame, so direct holds its streams at the second simulator process (a copy of the first), "+
+		"leaving the first, behind the proxies, room under the open-files limit.")
+	if r.d.nginxSkipped != "" {
+		notes = append(notes, "nginx skipped: "+r.d.nginxSkipped)
+	}
+	return notes
+}
+
+func (r *runner) nginxWorkers() string {
+	if r.d.nginx == nil {
+		return "not running"
+	}
+	return fmt.Sprintf("%d workers", max(len(r.d.nginxPIDs)-1, 0))
+}
+
+func (r *runner) nginxVersion() string {
+	if r.d.nginxVersion == "" {
+		return ""
+	}
+	return " (nginx " + r.d.nginxVersion + " from Debian)"
+}
+
+// plotName matches the plots report.WritePlots writes, so stale ones go.
+var plotName = regexp.MustCompile(`^\d\d-.+-(latency|throughput)\.png$`)
+
+// writeResults writes the plots, results.json and README.md into dir:
+// README.md is the report's markdown with the goals of the issue inserted
+// after the tables.
+func writeResults(dir string, run *report.Run, scs []scenario.Scenario) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cannot create %s: %w", dir, err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if plotName.MatchString(e.Name()) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := report.WriteAll(dir, run); err != nil {
+		return err
+	}
+	mdPath := filepath.Join(dir, report.MarkdownFile)
+	md, err := os.ReadFile(mdPath)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	head, plots, _ := strings.Cut(string(md), "\n## ")
+	b.WriteString(head)
+	b.WriteString("\n")
+	writeGoals(&b, run, scs)
+	writeScenarios(&b, scs)
+	b.WriteString(reproduce)
+	if plots != "" {
+		b.WriteString("## Plots\n\n### ")
+		b.WriteString(strings.ReplaceAll(plots, "\n## ", "\n### "))
+	}
+	if err := os.WriteFile(filepath.Join(dir, readmeFile), b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("cannot write %s: %w", readmeFile, err)
+	}
+	return os.Remove(mdPath)
+}
+
+// writeScenarios lists what each scenario sends, the idle one included,
+// which has no plots.
+func writeScenarios(b *bytes.Buffer, scs []scenario.Scenario) {
+	b.WriteString("## Scenarios\n\n")
+	for _, sc := range scs {
+		fmt.Fprintf(b, "- **%s**: %s\n", sc.Name, sc.Description)
+	}
+	b.WriteString("\n")
+}
+
+const reproduce = "## How to run\n\n" +
+	"`make bench` (quick, under 3 minutes) or `make bench-full`; both rebuild `bin/` first. " +
+	"`go run ./bench/cmd/bench -h` lists the flags: `-scenarios a,b`, `-rounds N`, `-duration D`, `-out DIR`. " +
+	"results.json holds every round's raw result, HDR histograms included.\n\n"

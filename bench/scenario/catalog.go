@@ -1,0 +1,214 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/modelgate/gateway/bench/load"
+)
+
+// Models of the gateway config (see GatewayConfig); the simulator serves any model.
+const (
+	ModelChat   = "bench-chat"   // alpha and beta on the primary deployment
+	ModelAffine = "bench-affine" // beta on every deployment: the affinity ring
+	ModelImage  = "bench-image"  // an image model on the primary deployment
+)
+
+// Sizes of the scenarios.
+const (
+	// Connections is the closed-loop concurrency of the throughput scenarios.
+	Connections = 64
+	// StreamEvents is the number of content deltas of a streamed answer.
+	StreamEvents = 20
+	// Sessions is the number of session ids of the affinity scenario.
+	Sessions = 10000
+	// ImageBytes is the size of the PNG of the image answer (base64 in JSON).
+	ImageBytes = 4 << 20
+	// UploadBytes is the size of the uploaded file, the spec's upper limit.
+	UploadBytes = 8 << 20
+	// RetrieveIDs is the number of responses a retrieve scenario reads in turn.
+	RetrieveIDs = 256
+	// idleOpenAllowance is the time the idle streams are given to open before
+	// their hold: their second frame comes after it and the hold, not during.
+	// (9,000 streams open in 1.5 to 9 s here, depending on the target.)
+	idleOpenAllowance = 30 * time.Second
+)
+
+const (
+	prompt        = `[{"role":"user","content":"Write one paragraph about lighthouses."}]`
+	chatBody      = `{"model":"` + ModelChat + `","messages":` + prompt + `}`
+	chatStream    = `{"model":"` + ModelChat + `","messages":` + prompt + `,"stream":true}`
+	messagesBody  = `{"model":"` + ModelChat + `","max_tokens":1024,"messages":` + prompt + `,"stream":true}`
+	responsesBody = `{"model":"` + ModelChat + `","input":"Write one paragraph about lighthouses."}`
+	affineBody    = `{"model":"` + ModelAffine + `","messages":` + prompt + `}`
+	imageBody     = `{"model":"` + ModelImage + `","prompt":"A lighthouse at dusk, oil on canvas","size":"1024x1024"}`
+)
+
+var (
+	chatRequest = request{fam: beta, gatewayPath: "/v1/router/beta/v1/chat/completions", simPath: "/v1/chat/completions"}
+	eventsHdr   = load.Header{Name: "x-sim-events", Value: strconv.Itoa(StreamEvents)}
+)
+
+// All returns every scenario, sized by p; the idle-stream scenario comes last.
+func All(p Params) []Scenario {
+	p.EnsureDefaults()
+	closed := func(conns int) load.Options {
+		return load.Options{Connections: conns, Duration: p.Duration}
+	}
+	return []Scenario{
+		chatPlain("chat", Connections, closed(Connections)),
+		chatPlain("chat-1conn", 1, closed(1)),
+		chatOpen(p),
+		streamed("chat-stream", "Chat completion streamed", chatRequest, chatStream, closed(Connections)),
+		streamed("messages-stream", "Alpha messages streamed",
+			request{fam: alpha, gatewayPath: "/v1/router/alpha/v1/messages", simPath: "/v1/messages"},
+			messagesBody, closed(Connections)),
+		responsesCreate(closed(Connections)),
+		responsesRetrieve(closed(Connections)),
+		affinity(closed(Connections)),
+		imageAnswer(closed(8)),
+		upload(p),
+		idle(p),
+	}
+}
+
+func fixed(r request) func(context.Context, *Env, *Target) (*load.Spec, error) {
+	return func(_ context.Context, env *Env, t *Target) (*load.Spec, error) {
+		return r.spec(env, t), nil
+	}
+}
+
+func chatPlain(name string, conns int, o load.Options) Scenario {
+	r := chatRequest
+	r.body = []byte(chatBody)
+	return Scenario{
+		Name: name,
+		Description: fmt.Sprintf("Chat completion, not streamed (an answer of about 400 B), closed loop over %d %s.",
+			conns, plural(conns, "connection")),
+		Load:  o,
+		build: fixed(r),
+	}
+}
+
+func chatOpen(p Params) Scenario {
+	r := chatRequest
+	r.body = []byte(chatBody)
+	return Scenario{
+		Name: "chat-open",
+		Description: fmt.Sprintf("Chat completion, not streamed, open loop at %.0f req/s (at most 256 in flight): "+
+			"latency counts from each request's intended send time, so a stall is not hidden.", p.OpenRate),
+		Load:  load.Options{Rate: p.OpenRate, Concurrency: 256, Duration: p.Duration},
+		build: fixed(r),
+	}
+}
+
+// streamed is a streamed answer of StreamEvents deltas; every target must
+// relay exactly the events the simulator sends directly.
+func streamed(name, what string, r request, body string, o load.Options) Scenario {
+	r.body = []byte(body)
+	r.headers = []load.Header{eventsHdr}
+	r.check = load.Check{SSE: true}
+	return Scenario{
+		Name: name,
+		Description: fmt.Sprintf("%s: %d content deltas (every event of the stream counted and checked), closed loop over %d connections.",
+			what, StreamEvents, o.Connections),
+		Load: o,
+		build: func(ctx context.Context, env *Env, t *Target) (*load.Spec, error) {
+			n, err := directEvents(ctx, env, &r)
+			if err != nil {
+				return nil, err
+			}
+			s := r.spec(env, t)
+			s.Check.Events = n
+			return s, nil
+		},
+	}
+}
+
+// directEvents returns the number of events the simulator sends for r.
+func directEvents(ctx context.Context, env *Env, r *request) (int, error) {
+	s := r.spec(env, &Target{Name: "direct", Kind: Direct, URL: env.Direct})
+	n, err := countEvents(ctx, s)
+	if err != nil {
+		return 0, fmt.Errorf("cannot learn the event count from the simulator: %w", err)
+	}
+	return n, nil
+}
+
+func affinity(o load.Options) Scenario {
+	r := chatRequest
+	r.body = []byte(affineBody)
+	return Scenario{
+		Name: "affinity",
+		Description: fmt.Sprintf("Chat completion, not streamed, each request with the next of %d x-session-id values; "+
+			"the gateway spreads them over 4 simulator deployments by consistent hash, direct and nginx go to the first. "+
+			"Closed loop over %d connections.", Sessions, o.Connections),
+		Load: o,
+		build: func(_ context.Context, env *Env, t *Target) (*load.Spec, error) {
+			s := r.spec(env, t)
+			s.Mutate = load.NewSessionPool(Sessions, "bench-session-").HeaderMutator("x-session-id")
+			return s, nil
+		},
+	}
+}
+
+func imageAnswer(o load.Options) Scenario {
+	r := request{fam: beta, gatewayPath: "/v1/router/beta/v1/images/generations", simPath: "/v1/images/generations",
+		body:    []byte(imageBody),
+		headers: []load.Header{{Name: "x-sim-image-bytes", Value: strconv.Itoa(ImageBytes)}},
+	}
+	return Scenario{
+		Name: "image-4mib",
+		Description: fmt.Sprintf("Image generation answering one %d MiB PNG as b64_json (a %.1f MiB JSON body), closed loop over %d connections.",
+			ImageBytes>>20, float64(ImageBytes)*4/3/(1<<20), o.Connections),
+		Load:  o,
+		build: fixed(r),
+	}
+}
+
+func upload(p Params) Scenario {
+	body, contentType := uploadBody()
+	r := request{fam: alpha, gatewayPath: "/v1/router/alpha/v1/files", simPath: "/v1/files",
+		contentType: contentType, body: body, simStatus: 404}
+	const conns = 4
+	return Scenario{
+		Name: "upload-8mib",
+		Description: fmt.Sprintf("Alpha file upload: a multipart body with one %d MiB PNG, as the SDK sends it (no expiry field), "+
+			"closed loop over %d connections, at most %d uploads a round. The gateway stores the file durably and answers 200; "+
+			"the simulator has no files endpoint, so direct and nginx measure the same body carried to it, which reads it whole and answers 404.",
+			UploadBytes>>20, conns, p.Uploads),
+		Load:  load.Options{Connections: conns, Duration: p.Duration, MaxRequests: p.Uploads},
+		build: fixed(r),
+	}
+}
+
+// idle holds streams that sent their first event and then nothing: the second
+// frame is due only after the open allowance and the hold. A chat stream of
+// one delta has three more frames, so it ends by itself four delays after it
+// opened; a closed client is noticed at the next frame.
+func idle(p Params) Scenario {
+	delay := p.IdleHold + idleOpenAllowance
+	r := chatRequest
+	r.body = []byte(chatStream)
+	r.headers = []load.Header{{Name: "x-sim-events", Value: "1"}, {Name: "x-sim-event-delay", Value: delay.String()}}
+	r.check = load.Check{SSE: true}
+	return Scenario{
+		Name: "idle-sse",
+		Description: fmt.Sprintf("%d streamed chat completions opened (each up to its first event) and held idle for %v; "+
+			"memory per stream is the target's RSS growth over the streams held. "+
+			"%d, not 10,000: a proxy holds two descriptors per stream and the open-files hard limit here is 20,000.",
+			p.IdleStreams, p.IdleHold, p.IdleStreams),
+		Idle:   &load.IdleOptions{Streams: p.IdleStreams, Hold: p.IdleHold},
+		Linger: 4*delay + 5*time.Second,
+		build:  fixed(r),
+	}
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
+}

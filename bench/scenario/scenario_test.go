@@ -1,0 +1,300 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image/png"
+	"io"
+	"log/slog"
+	"mime"
+	"mime/multipart"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/bench/load"
+	"github.com/modelgate/gateway/bench/nginx"
+	"github.com/modelgate/gateway/bench/sim"
+	"github.com/modelgate/gateway/proxy"
+	"github.com/modelgate/gateway/store"
+)
+
+// testParams keep the scenarios small: the probes send one request each.
+var testParams = Params{Duration: time.Second, Uploads: 2, IdleStreams: 4, IdleHold: 100 * time.Millisecond}
+
+// deployment is an in-process copy of what the harness runs: four simulator
+// deployments, the gateway in front of them and, where nginx is installed,
+// nginx in front of the first.
+type deployment struct {
+	env     Env
+	sims    []*sim.Server
+	targets []Target
+}
+
+func startDeployment(t *testing.T) *deployment {
+	t.Helper()
+	d := &deployment{env: Env{Keys: DefaultKeys}}
+	var urls []string
+	for i := range 4 {
+		s, err := sim.Listen("127.0.0.1:0", sim.Options{Name: "sim" + string(rune('1'+i)),
+			AlphaKey: DefaultKeys.Alpha, BetaKey: DefaultKeys.Beta, GammaKey: DefaultKeys.Gamma, NoRecord: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.sims = append(d.sims, s)
+		urls = append(urls, s.URL())
+	}
+	d.env.Direct = urls[0]
+	d.targets = append(d.targets, Target{Name: "direct", Kind: Direct, URL: urls[0]})
+	d.targets = append(d.targets, Target{Name: "gateway", Kind: Gateway, URL: startGateway(t, urls)})
+	if _, err := nginx.Find(); err == nil {
+		n, err := nginx.Start(nginx.Options{Upstream: d.sims[0].Addr()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Stop() })
+		d.targets = append(d.targets, Target{Name: "nginx", Kind: Proxy, URL: n.URL()})
+	} else {
+		t.Logf("no nginx target: %v", err)
+	}
+	// Registered last, so run first: closing the simulators ends the idle
+	// streams the gateway would otherwise hold through its shutdown.
+	t.Cleanup(func() {
+		for _, s := range d.sims {
+			s.Close()
+		}
+	})
+	return d
+}
+
+// startGateway serves an in-process gateway with the harness's config.
+func startGateway(t *testing.T, sims []string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc := GatewayConfig{Listen: ln.Addr().String(), StorePath: filepath.Join(t.TempDir(), "store"), Keys: DefaultKeys, Sims: sims}
+	text, err := gc.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := proxy.ParseConfig(text, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("generated config rejected: %v\n%s", err, text)
+	}
+	st, err := store.OpenPebble(cfg.Store.Path, store.PebbleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := proxy.New(cfg, proxy.Options{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := gw.NewServer()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.ShutdownWithContext(ctx)
+		_ = ln.Close()
+		<-done
+		st.Close()
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// TestScenariosAnswer prepares every scenario for every target and checks
+// that one request of it gets the answer the load run will count as good.
+func TestScenariosAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts simulators, a gateway and nginx")
+	}
+	d := startDeployment(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, sc := range All(testParams) {
+		for _, tg := range d.targets {
+			t.Run(sc.Name+"/"+tg.Name, func(t *testing.T) {
+				spec, err := sc.Prepare(ctx, &d.env, &tg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := Probe(ctx, spec); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// TestStreamCheckCountsEvents shows that the streaming scenarios expect the
+// simulator's exact event count of every target, and that a probe catches a
+// stream with another count.
+func TestStreamCheckCountsEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts simulators and a gateway")
+	}
+	d := startDeployment(t)
+	ctx := context.Background()
+	sc, err := Select(All(testParams), []string{"chat-stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := sc[0].Prepare(ctx, &d.env, &d.targets[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A role frame, the deltas, a finish frame and [DONE].
+	if spec.Check.Events < StreamEvents+2 {
+		t.Fatalf("expected %d events, fewer than the %d deltas", spec.Check.Events, StreamEvents)
+	}
+	short := *spec
+	short.Headers = append(append([]load.Header(nil), spec.Headers...), load.Header{Name: "x-sim-events", Value: "3"})
+	if err := Probe(ctx, &short); !errors.Is(err, ErrProbe) || !strings.Contains(err.Error(), "events") {
+		t.Fatalf("a stream of 3 deltas passed a check of %d events: %v", spec.Check.Events, err)
+	}
+	bad := *spec
+	bad.Headers = []load.Header{{Name: "Authorization", Value: "Bearer wrong"}}
+	if err := Probe(ctx, &bad); !errors.Is(err, ErrProbe) || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("a wrong key passed: %v", err)
+	}
+}
+
+// TestAffinitySpreads shows that the affinity scenario's sessions reach all
+// four deployments through the gateway, each session always the same one.
+func TestAffinitySpreads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts simulators and a gateway")
+	}
+	d := startDeployment(t)
+	sc, err := Select(All(testParams), []string{"affinity"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := sc[0].Prepare(context.Background(), &d.env, &d.targets[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	first := make(map[uint64]string)
+	seen := make(map[string]int)
+	var c fasthttp.Client
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	for seq := range uint64(2 * n) {
+		req := newRequest(spec, seq%n)
+		err := c.DoTimeout(req, resp, 10*time.Second)
+		fasthttp.ReleaseRequest(req)
+		if err != nil || resp.StatusCode() != 200 {
+			t.Fatalf("request %d: %v %d %s", seq, err, resp.StatusCode(), resp.Body())
+		}
+		dep := string(resp.Header.Peek("x-sim-deployment"))
+		if want, ok := first[seq%n]; ok && want != dep {
+			t.Fatalf("session %d moved from %s to %s", seq%n, want, dep)
+		}
+		first[seq%n] = dep
+		seen[dep]++
+	}
+	if len(seen) != 4 {
+		t.Fatalf("sessions reached %d deployments, want 4: %v", len(seen), seen)
+	}
+}
+
+func TestSelect(t *testing.T) {
+	all := All(testParams)
+	got, err := Select(all, []string{"upload-8mib", " chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := strings.Join(Names(got), ","); names != "chat,upload-8mib" {
+		t.Fatalf("selected %s", names)
+	}
+	if _, err := Select(all, []string{"chat", "nope"}); !errors.Is(err, ErrUnknownScenario) {
+		t.Fatalf("unknown name: %v", err)
+	}
+	if got, _ := Select(all, nil); len(got) != len(all) {
+		t.Fatalf("no names selected %d of %d", len(got), len(all))
+	}
+	seen := map[string]bool{}
+	for i, s := range all {
+		if seen[s.Name] {
+			t.Fatalf("duplicate scenario name %s", s.Name)
+		}
+		seen[s.Name] = true
+		if (s.Idle != nil) != (i == len(all)-1) {
+			t.Fatalf("scenario %s: the idle scenario must be the last one", s.Name)
+		}
+	}
+}
+
+func TestGatewayConfig(t *testing.T) {
+	gc := GatewayConfig{Listen: "127.0.0.1:1", StorePath: "/tmp/x", Keys: DefaultKeys,
+		Sims: []string{"http://127.0.0.1:2", "http://127.0.0.1:3/"}}
+	text, err := gc.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := proxy.ParseConfig(text, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if len(cfg.Upstreams) != 4 || cfg.Upstreams[3].BaseURL != "http://127.0.0.1:3/v1" || cfg.Upstreams[0].MaxConns != DefaultMaxConns {
+		t.Fatalf("upstreams %+v", cfg.Upstreams)
+	}
+	models := map[string][]string{}
+	for _, m := range cfg.Models {
+		models[m.ID] = m.Upstreams
+	}
+	if len(models[ModelAffine]) != 2 || len(models[ModelChat]) != 2 || len(models[ModelImage]) != 1 {
+		t.Fatalf("models %v", models)
+	}
+	gc.Sims = nil
+	if _, err := gc.YAML(); !errors.Is(err, ErrBadConfig) {
+		t.Fatalf("no simulator: %v", err)
+	}
+}
+
+// TestUploadBody checks the upload is one file field holding a valid PNG of
+// exactly UploadBytes.
+func TestUploadBody(t *testing.T) {
+	body, ct := uploadBody()
+	_, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	part, err := mr.NextPart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if part.FormName() != "file" || part.FileName() != "bench.png" || part.Header.Get("Content-Type") != "image/png" {
+		t.Fatalf("part %v", part.Header)
+	}
+	data, err := io.ReadAll(part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) != UploadBytes {
+		t.Fatalf("file of %d bytes, want %d", len(data), UploadBytes)
+	}
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil || img.Bounds().Dx() != 16 {
+		t.Fatalf("not a valid PNG: %v", err)
+	}
+	if _, err := mr.NextPart(); err != io.EOF {
+		t.Fatalf("more than one part: %v", err)
+	}
+	if len(body) > UploadBytes+64<<10 {
+		t.Fatalf("body of %d bytes is over the spec's limit", len(body))
+	}
+}

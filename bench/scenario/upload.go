@@ -1,0 +1,69 @@
+package scenario
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"image"
+	"image/color"
+	"image/png"
+	"mime/multipart"
+	"net/textproto"
+	"sync"
+)
+
+// uploadBoundary is the multipart boundary of the upload body.
+const uploadBoundary = "modelgate-bench-6a1f0c2e9d"
+
+// uploadBody returns the multipart body of the upload scenario and its
+// content type: one file field holding a valid PNG of exactly UploadBytes, as
+// anthropic-sdk-go sends a file upload. Built once; callers must not modify it.
+var uploadBody = sync.OnceValues(func() ([]byte, string) {
+	var b bytes.Buffer
+	b.Grow(UploadBytes + 1024)
+	w := multipart.NewWriter(&b)
+	if err := w.SetBoundary(uploadBoundary); err != nil {
+		panic("BUG: bad multipart boundary: " + err.Error())
+	}
+	h := make(textproto.MIMEHeader)
+	h.Set("Content-Disposition", `form-data; name="file"; filename="bench.png"`)
+	h.Set("Content-Type", "image/png")
+	part, err := w.CreatePart(h)
+	if err != nil {
+		panic("BUG: cannot build the upload body: " + err.Error())
+	}
+	_, _ = part.Write(paddedPNG(UploadBytes))
+	if err := w.Close(); err != nil {
+		panic("BUG: cannot build the upload body: " + err.Error())
+	}
+	return b.Bytes(), w.FormDataContentType()
+})
+
+// paddedPNG returns a valid 16x16 PNG of exactly size bytes: a tEXt comment
+// chunk before IEND carries the padding.
+func paddedPNG(size int) []byte {
+	img := image.NewNRGBA(image.Rect(0, 0, 16, 16))
+	for i := range 16 {
+		img.Set(i, i, color.NRGBA{R: 200, G: 80, B: 20, A: 255})
+	}
+	var small bytes.Buffer
+	if err := png.Encode(&small, img); err != nil {
+		panic("BUG: cannot encode a PNG: " + err.Error())
+	}
+	const chunkOverhead = 12 // length, type, CRC
+	keyword := []byte("Comment\x00")
+	iend := small.Len() - chunkOverhead
+	pad := size - small.Len() - chunkOverhead - len(keyword)
+	if pad < 0 {
+		panic("BUG: PNG size below its minimum")
+	}
+	out := make([]byte, 0, size)
+	out = append(out, small.Bytes()[:iend]...)
+	out = binary.BigEndian.AppendUint32(out, uint32(len(keyword)+pad))
+	start := len(out)
+	out = append(out, "tEXt"...)
+	out = append(out, keyword...)
+	out = append(out, bytes.Repeat([]byte{'.'}, pad)...)
+	out = binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(out[start:]))
+	return append(out, small.Bytes()[iend:]...)
+}
