@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -363,6 +364,9 @@ func (c *call) prepare(dep *deployment, path string, body []byte) {
 	req := &c.req
 	req.Reset()
 	c.ctx.Request.Header.CopyTo(&req.Header)
+	// The server canonicalised the client's header names as it read them, so
+	// the names below match exactly: no need to normalise each one again.
+	req.Header.DisableNormalizing()
 	for _, h := range strippedRequestHeaders {
 		req.Header.DelBytes(h)
 	}
@@ -376,16 +380,16 @@ func (c *call) prepare(dep *deployment, path string, body []byte) {
 	req.SetRequestURIBytes(c.url)
 	switch dep.family {
 	case Alpha:
-		req.Header.Set("x-api-key", dep.apiKey)
-		if len(req.Header.Peek("anthropic-version")) == 0 {
-			req.Header.Set("anthropic-version", "2023-06-01")
+		req.Header.Set("X-Api-Key", dep.apiKey)
+		if len(req.Header.Peek("Anthropic-Version")) == 0 {
+			req.Header.Set("Anthropic-Version", "2023-06-01")
 		}
 	case Beta:
 		req.Header.SetBytesV(fasthttp.HeaderAuthorization, dep.bearer())
 	case Gamma:
-		req.Header.Set("x-goog-api-key", dep.apiKey)
+		req.Header.Set("X-Goog-Api-Key", dep.apiKey)
 	}
-	req.Header.SetBytesV("x-request-id", c.reqID)
+	req.Header.SetBytesV("X-Request-Id", c.reqID)
 	if body != nil {
 		req.SetBodyRaw(body)
 	}
@@ -411,11 +415,19 @@ var strippedRequestHeaders = [][]byte{
 }
 
 // strippedResponseHeaders are the upstream's hop-by-hop headers and those the
-// gateway sets itself.
-var strippedResponseHeaders = [][]byte{
-	[]byte("Connection"), []byte("Keep-Alive"), []byte("Proxy-Connection"), []byte("Transfer-Encoding"),
-	[]byte("Upgrade"), []byte("Trailer"), []byte("Te"), []byte("Server"), []byte("Date"),
-	[]byte("X-Request-Id"), []byte("Request-Id"), []byte("Content-Length"),
+// gateway sets itself. Upstreams name headers in any case.
+var strippedResponseHeaders = [...]string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Trailer", "Te",
+	"Server", "Date", "X-Request-Id", "Request-Id", "Content-Length",
+}
+
+func strippedResponseHeader(name []byte) bool {
+	for _, s := range strippedResponseHeaders {
+		if len(s) == len(name) && strings.EqualFold(s, b2s(name)) {
+			return true
+		}
+	}
+	return false
 }
 
 // relay writes the upstream answer to the client: headers at once, then the
@@ -430,11 +442,13 @@ func (c *call) relay() {
 		dep.succeeded()
 	}
 	out := &c.ctx.Response
-	c.resp.Header.CopyTo(&out.Header)
-	for _, h := range strippedResponseHeaders {
-		out.Header.DelBytes(h)
+	out.SetStatusCode(c.status)
+	out.Header.DisableNormalizing() // the provider's header names go out as it sent them
+	for name, value := range c.resp.Header.All() {
+		if !strippedResponseHeader(name) {
+			out.Header.AddBytesKV(name, value)
+		}
 	}
-	out.Header.SetContentTypeBytes(c.resp.Header.ContentType())
 	c.setRequestIDHeader()
 	stream := c.resp.BodyStream()
 	if stream == nil {
@@ -466,9 +480,9 @@ func (c *call) relay() {
 }
 
 func (c *call) setRequestIDHeader() {
-	c.ctx.Response.Header.SetBytesV("x-request-id", c.reqID)
+	c.ctx.Response.Header.SetBytesV("X-Request-Id", c.reqID)
 	if c.family == Alpha {
-		c.ctx.Response.Header.SetBytesV("request-id", c.reqID)
+		c.ctx.Response.Header.SetBytesV("Request-Id", c.reqID)
 	}
 }
 

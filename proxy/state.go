@@ -59,10 +59,17 @@ func newRoute(deps []*deployment) (*route, error) {
 // when every untried one is in cooldown, cooldown is ignored (better to try a
 // deployment that may have recovered than to fail).
 func (r *route) pick(key []byte, tried affinity.Set) (int, *deployment) {
-	now := time.Now().UnixNano()
 	ex := tried
+	var now int64 // read only when some deployment has been excluded
 	for i, d := range r.deps {
-		if d.excluded(now) {
+		until := d.downUntil.Load()
+		if until == 0 {
+			continue
+		}
+		if now == 0 {
+			now = time.Now().UnixNano()
+		}
+		if until > now {
 			ex = ex.With(i)
 		}
 	}

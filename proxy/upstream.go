@@ -97,6 +97,11 @@ func (d *deployment) succeeded() {
 	if d.failures.Load() != 0 {
 		d.failures.Store(0)
 	}
+	// An exclusion that is over is cleared, so picks stop reading the clock
+	// for it; one still running is left alone (the answer may predate it).
+	if until := d.downUntil.Load(); until != 0 && until <= time.Now().UnixNano() {
+		d.downUntil.CompareAndSwap(until, 0)
+	}
 }
 
 // failed records a failure; enough in a row exclude the deployment for the
