@@ -22,9 +22,8 @@ import (
 )
 
 // BenchmarkFilesUpload8MiB uploads an 8 MiB PNG through the gateway over loopback, in the
-// order the SDKs send the form (file first: spooled) and with expires_in_seconds first
-// (streamed straight into the store). Each file is deleted after its upload, outside the
-// timing.
+// order the SDKs send the form (file first) and with expires_in_seconds first; both stream
+// straight into the store. Each file is deleted after its upload, outside the timing.
 func BenchmarkFilesUpload8MiB(b *testing.B) {
 	data := testImage(pngHead, maxUploadFileBytes)
 	orders := []struct {

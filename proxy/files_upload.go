@@ -7,7 +7,6 @@ import (
 	"mime"
 	"mime/multipart"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +45,7 @@ const (
 var (
 	errUploadTooLarge = errors.New("upload body over its limit")
 	errFormTooLarge   = errors.New("part header or form field over its limit")
+	errUnfinished     = errors.New("BUG: the store did not call FinishFile")
 )
 
 // filesUpload serves POST .../v1/files: a multipart form with exactly one file field (a PNG,
@@ -70,15 +70,14 @@ type upload struct {
 	body uploadBody
 	mr   *multipart.Reader
 
-	expiresIn  int64 // seconds; 0 until the field is read
-	filename   string
-	mimeType   string
-	head       [sniffLen]byte
-	headLen    int // bytes of head that hold the file's start
-	headOff    int // bytes of head already passed on
-	file       *multipart.Part
-	formErr    error // what reading the fields after the file found
-	formIsDone bool
+	expiresIn int64 // seconds; 0 until the field is read
+	filename  string
+	mimeType  string
+	head      [sniffLen]byte
+	headLen   int // bytes of head that hold the file's start
+	headOff   int // bytes of head already passed on
+	file      *multipart.Part
+	finished  bool // the store called FinishFile
 }
 
 var uploadPool = sync.Pool{New: func() any { return new(upload) }}
@@ -122,23 +121,22 @@ func uploadFileTooLarge() *Error {
 		Message: "the file is larger than the limit of " + strconv.Itoa(maxUploadFileBytes) + " bytes (8 MiB)"}
 }
 
-// serve reads the form and stores the file. When expires_in_seconds came before the file,
-// the file streams straight into the store; otherwise (the SDKs send the file first) it is
-// spooled to an unlinked temporary file until the rest of the form is known.
+// serve reads the form up to the file and streams the file's bytes straight into the
+// store. The rest of the form, which the SDKs send after the file, is read by FinishFile
+// once the bytes are written and before the store commits them: a bad rest fails the
+// upload, and the store keeps nothing.
 func (u *upload) serve() {
 	c := u.c
 	if err := u.readToFile(); err != nil {
 		c.fail(u.asError(err))
 		return
 	}
-	now := c.g.now()
-	f := store.File{Owner: c.keyID, Filename: u.filename, MimeType: u.mimeType, Purpose: filePurpose, Created: now}
-	var err error
-	if u.expiresIn != 0 {
-		f.Expires = now.Add(time.Duration(u.expiresIn) * time.Second)
-		f, err = c.g.opts.Store.PutFile(f, (*uploadFile)(u), maxUploadFileBytes)
-	} else {
-		f, err = u.spoolAndPut(f)
+	f := store.File{Owner: c.keyID, Filename: u.filename, MimeType: u.mimeType, Purpose: filePurpose, Created: c.g.now()}
+	f, err := c.g.opts.Store.PutFile(f, (*uploadFile)(u), maxUploadFileBytes)
+	if err == nil && !u.finished {
+		// An engine that ignores FileFinisher stored the file without its expiry and
+		// without the rest of the form: take it back.
+		err = errors.Join(errUnfinished, c.g.opts.Store.DeleteFile(f.Owner, f.ID))
 	}
 	if err != nil {
 		c.fail(u.asError(err))
@@ -149,58 +147,6 @@ func (u *upload) serve() {
 	c.replyJSON(*b)
 	releaseJSONBuf(b)
 }
-
-// spoolAndPut copies the file to a temporary file, reads the rest of the form, then
-// stores the file with the expiry the form asked for (or the configured default).
-func (u *upload) spoolAndPut(f store.File) (store.File, error) {
-	tmp, err := openSpool()
-	if err != nil {
-		return f, &Error{Status: 500, Reason: "spool_error", Message: "cannot store the file", Cause: err}
-	}
-	defer tmp.Close()
-	buf := copyBufPool.Get().(*[]byte)
-	n, err := io.CopyBuffer(writerOnly{tmp}, io.LimitReader((*uploadFile)(u), maxUploadFileBytes+1), *buf)
-	copyBufPool.Put(buf)
-	switch {
-	case err != nil:
-		return f, err
-	case n > maxUploadFileBytes:
-		return f, store.ErrTooLarge
-	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return f, &Error{Status: 500, Reason: "spool_error", Message: "cannot store the file", Cause: err}
-	}
-	expiresIn := u.expiresIn
-	if expiresIn == 0 {
-		expiresIn = int64(u.c.st.cfg.Files.DefaultExpiresIn.D() / time.Second)
-	}
-	f.Expires = f.Created.Add(time.Duration(expiresIn) * time.Second)
-	return u.c.g.opts.Store.PutFile(f, tmp, maxUploadFileBytes)
-}
-
-// openSpool returns an empty temporary file that has no name, so that nothing is left
-// behind whatever happens to the process: an O_TMPFILE file where the system and the
-// file system offer it, else a named file unlinked as soon as it is created (a crash in
-// between leaves an empty modelgate-upload-* file in the temporary directory).
-func openSpool() (*os.File, error) {
-	dir := os.TempDir()
-	if f, err := openAnonymous(dir); err == nil {
-		return f, nil
-	}
-	f, err := os.CreateTemp(dir, "modelgate-upload-*")
-	if err != nil {
-		return nil, err
-	}
-	os.Remove(f.Name())
-	return f, nil
-}
-
-// copyBufPool holds the buffers of spool copies.
-var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
-
-// writerOnly hides the ReaderFrom of an *os.File, whose fallback would allocate its own
-// buffer instead of using the pooled one.
-type writerOnly struct{ io.Writer }
 
 // asError maps what went wrong while reading and storing an upload to the client's error.
 // Errors of the client's body were made *Error where they were met (see formError).
@@ -349,9 +295,8 @@ func (u *upload) finishForm() error {
 	}
 }
 
-// uploadFile reads the file's content: the sniffed head, then the rest of the part. At the
-// end of the part it reads the rest of the form, so that a form that turns out bad fails
-// the read, and with it the store's write, which then leaves nothing behind.
+// uploadFile is what the store reads: the file's content, the sniffed head and then the
+// rest of the part, and, as a store.FileFinisher, the rest of the form.
 type uploadFile upload
 
 func (r *uploadFile) Read(p []byte) (int, error) {
@@ -361,25 +306,27 @@ func (r *uploadFile) Read(p []byte) (int, error) {
 		u.headOff += n
 		return n, nil
 	}
-	if u.formIsDone {
-		return 0, u.formErr
-	}
 	n, err := u.file.Read(p)
-	if err == nil {
-		return n, nil
-	}
-	if err != io.EOF {
+	if err != nil && err != io.EOF {
 		return n, u.formError(err)
 	}
-	u.formIsDone = true
-	u.formErr = io.EOF
-	if ferr := u.finishForm(); ferr != nil {
-		u.formErr = ferr
+	return n, err
+}
+
+// FinishFile reads the parts after the file and sets the expiry the form asked for, or the
+// configured default. A bad rest of the form fails the upload with the client's error.
+func (r *uploadFile) FinishFile(f *store.File) error {
+	u := (*upload)(r)
+	u.finished = true
+	if err := u.finishForm(); err != nil {
+		return err
 	}
-	if n > 0 {
-		return n, nil
+	expiresIn := u.expiresIn
+	if expiresIn == 0 {
+		expiresIn = int64(u.c.st.cfg.Files.DefaultExpiresIn.D() / time.Second)
 	}
-	return 0, u.formErr
+	f.Expires = f.Created.Add(time.Duration(expiresIn) * time.Second)
+	return nil
 }
 
 // finishBody leaves the connection in order once the answer is set. A rest of the body up

@@ -17,8 +17,9 @@ import (
 // Set, Delete and DeleteRange of an unindexed pebble.Batch cannot fail; their errors are
 // dropped below.
 
-// PutFile streams r into chunks, then commits the metadata and expiry entry in one synced
-// batch: that commit is the moment the file becomes visible. Chunks are committed without
+// PutFile streams r into chunks, runs the FileFinisher of r if it has one, then commits the
+// metadata and expiry entry in one synced batch: that commit is the moment the file becomes
+// visible. Chunks are committed without
 // sync, one per batch; the synced commit that follows makes them durable too, since the WAL
 // is synced in order. On failure the chunks written so far are deleted; should that deletion
 // not reach the disk, the sweep of the next OpenPebble finishes it.
@@ -32,6 +33,9 @@ func (p *Pebble) PutFile(f File, r io.Reader, maxSize int64) (File, error) {
 	}
 	defer release()
 	f.Size, err = p.writeChunks(f.Owner, f.ID, r, maxSize)
+	if err == nil {
+		err = finishFile(&f, r, maxSize)
+	}
 	if err == nil {
 		err = p.commitFile(&f)
 	}
@@ -60,6 +64,27 @@ func validateFile(f *File, maxSize int64) error {
 		f.ID = NewFileID(f.Created)
 	}
 	return nil
+}
+
+// finishFile runs the FileFinisher of r, when r has one, on a copy of f and takes the expiry
+// it set. A change to another field fails with ErrInvalid; the result is validated as f was
+// before the upload.
+func finishFile(f *File, r io.Reader, maxSize int64) error {
+	fin, ok := r.(FileFinisher)
+	if !ok {
+		return nil
+	}
+	g := *f
+	if err := fin.FinishFile(&g); err != nil {
+		return fmt.Errorf("cannot finish file %q: %w", f.ID, err)
+	}
+	expires := g.Expires
+	g.Expires = f.Expires
+	if g != *f {
+		return fmt.Errorf("cannot finish file %q: FinishFile changed more than Expires: %w", f.ID, ErrInvalid)
+	}
+	f.Expires = expires
+	return validateFile(f, maxSize)
 }
 
 // claimFileID marks owner's id as being uploaded, after checking that no upload, file or

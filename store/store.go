@@ -77,6 +77,13 @@ type Store interface {
 	// every byte and its metadata are durable. Any failure (reader error, too large, disk)
 	// leaves nothing visible and nothing behind. Memory use is bounded by the engine's chunk
 	// size, not by the file size. f.Expires zero means the file never expires.
+	//
+	// When r implements FileFinisher, every engine calls its FinishFile exactly once, after r
+	// has returned io.EOF and every byte is written but before the file becomes visible, and
+	// never when the upload failed before. The expiry it sets replaces f.Expires; an error it
+	// returns fails PutFile (wrapped, for errors.Is and errors.As) and leaves nothing stored.
+	// So a caller that learns the expiry only after the file's bytes (a multipart form that
+	// sends the file first) can still stream them.
 	PutFile(f File, r io.Reader, maxSize int64) (File, error)
 	// GetFile returns the metadata of an unexpired file of owner, or ErrNotFound.
 	GetFile(owner, id string, now time.Time) (File, error)
@@ -100,6 +107,15 @@ type Store interface {
 	// Close releases the engine. No method may be called during or after Close.
 	Close() error
 }
+
+// FileFinisher may be implemented by the reader given to PutFile: FinishFile runs once the
+// reader has returned io.EOF and every chunk is written, before the file is committed. It may
+// set f.Expires (and nothing else), or fail the upload with an error, in which case nothing is
+// stored (the written chunks are deleted, as for any PutFile error).
+//
+// f holds what PutFile will store, ID and Size included. A change to any other field than
+// Expires fails the upload with ErrInvalid.
+type FileFinisher interface{ FinishFile(f *File) error }
 
 // Response is the ownership record of a Responses object. Its zero value is not storable.
 type Response struct {
