@@ -24,7 +24,7 @@ const (
 )
 
 type testEnv struct {
-	t      *testing.T
+	t      testing.TB
 	gw     *Gateway
 	srv    *fasthttp.Server
 	ln     net.Listener
@@ -87,7 +87,7 @@ health: {failures: 2, cooldown: 300ms}
 
 // newEnv starts two simulators and a gateway in front of them. edit, when not
 // nil, may change the config YAML before it is parsed.
-func newEnv(t *testing.T, edit func(yaml string) string) *testEnv {
+func newEnv(t testing.TB, edit func(yaml string) string) *testEnv {
 	t.Helper()
 	e := &testEnv{t: t, dir: t.TempDir(), logBuf: &syncBuffer{}}
 	for _, name := range []string{"d1", "d2"} {

@@ -69,7 +69,7 @@ func (e *testEnv) scrape() map[string]float64 {
 // parseMetrics reads a Prometheus text exposition into series → value, and
 // checks that every series is written once and every metric family in one
 // group of lines.
-func parseMetrics(t *testing.T, body []byte) map[string]float64 {
+func parseMetrics(t testing.TB, body []byte) map[string]float64 {
 	t.Helper()
 	m := map[string]float64{}
 	done := map[string]bool{} // families whose group of lines has ended

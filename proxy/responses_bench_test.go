@@ -1,0 +1,41 @@
+package proxy
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+// BenchmarkResponsesCreate compares a create whose ownership record is
+// written (fsync'd by Pebble, group-committed across concurrent calls) with
+// the same create sent with "store": false, which is not recorded.
+func BenchmarkResponsesCreate(b *testing.B) {
+	e := newEnv(b, nil)
+	f := func(name, body string, parallelism int) {
+		b.Run(name, func(b *testing.B) {
+			b.SetParallelism(parallelism)
+			client := &fasthttp.HostClient{Addr: e.ln.Addr().String(), MaxConns: 256}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+				defer fasthttp.ReleaseRequest(req)
+				defer fasthttp.ReleaseResponse(resp)
+				req.Header.SetMethod("POST")
+				req.SetRequestURI("http://gw" + responsesBase)
+				req.Header.Set("Authorization", "Bearer "+keyA)
+				req.Header.SetContentType("application/json")
+				req.SetBodyString(body)
+				for pb.Next() {
+					if err := client.Do(req, resp); err != nil || resp.StatusCode() != 200 {
+						b.Fatalf("%v %d %s", err, resp.StatusCode(), resp.Body())
+					}
+				}
+			})
+		})
+	}
+	for _, p := range []int{1, 16} { // 2 and 32 calls in flight on 2 cores
+		f(fmt.Sprintf("recorded/inflight-%d", 2*p), `{"model":"chat-model","input":"hello"}`, p)
+		f(fmt.Sprintf("unrecorded/inflight-%d", 2*p), `{"model":"chat-model","input":"hello","store":false}`, p)
+	}
+}
