@@ -383,12 +383,15 @@ func deleteFileKeys(b *pebble.Batch, f *File) {
 // synced commit, and returns how many it removed.
 func (p *Pebble) ReclaimExpired(now time.Time) (int, error) {
 	upper := prefixEnd(binary.BigEndian.AppendUint64([]byte(prefixFileExpiry), sortableNanos(now)))
-	it, err := p.db.NewIter(&pebble.IterOptions{
-		LowerBound: []byte(prefixFileExpiry),
-		UpperBound: upper,
-	})
+	return p.reclaimRange([]byte(prefixFileExpiry), upper, "file expiry", p.reclaimFileGroup)
+}
+
+// reclaimRange hands the keys in [lower, upper) to reclaim, reclaimGroup keys at a time,
+// and returns how many records reclaim removed.
+func (p *Pebble) reclaimRange(lower, upper []byte, what string, reclaim func([][]byte) (int, error)) (int, error) {
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return 0, fmt.Errorf("cannot scan file expiry: %w", err)
+		return 0, fmt.Errorf("cannot scan %s: %w", what, err)
 	}
 	defer it.Close()
 	removed := 0
@@ -398,7 +401,7 @@ func (p *Pebble) ReclaimExpired(now time.Time) (int, error) {
 		if len(group) < reclaimGroup {
 			continue
 		}
-		n, err := p.reclaimFileGroup(group)
+		n, err := reclaim(group)
 		removed += n
 		if err != nil {
 			return removed, err
@@ -406,9 +409,9 @@ func (p *Pebble) ReclaimExpired(now time.Time) (int, error) {
 		group = group[:0]
 	}
 	if err := it.Error(); err != nil {
-		return removed, fmt.Errorf("cannot scan file expiry: %w", err)
+		return removed, fmt.Errorf("cannot scan %s: %w", what, err)
 	}
-	n, err := p.reclaimFileGroup(group)
+	n, err := reclaim(group)
 	return removed + n, err
 }
 

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -100,33 +99,7 @@ func (p *Pebble) DeleteResponse(id string) error {
 // synced commit, and returns how many it removed.
 func (p *Pebble) ReclaimResponses(createdBefore time.Time) (int, error) {
 	upper := binary.BigEndian.AppendUint64([]byte(prefixResponseAge), sortableNanos(createdBefore))
-	it, err := p.db.NewIter(&pebble.IterOptions{
-		LowerBound: []byte(prefixResponseAge),
-		UpperBound: upper,
-	})
-	if err != nil {
-		return 0, fmt.Errorf("cannot scan responses: %w", err)
-	}
-	defer it.Close()
-	removed := 0
-	group := make([][]byte, 0, reclaimGroup)
-	for ok := it.First(); ok; ok = it.Next() {
-		group = append(group, bytes.Clone(it.Key()))
-		if len(group) < reclaimGroup {
-			continue
-		}
-		n, err := p.reclaimResponseGroup(group)
-		removed += n
-		if err != nil {
-			return removed, err
-		}
-		group = group[:0]
-	}
-	if err := it.Error(); err != nil {
-		return removed, fmt.Errorf("cannot scan responses: %w", err)
-	}
-	n, err := p.reclaimResponseGroup(group)
-	return removed + n, err
+	return p.reclaimRange([]byte(prefixResponseAge), upper, "responses", p.reclaimResponseGroup)
 }
 
 // reclaimResponseGroup removes the records named by a group of age keys, provided each record
