@@ -145,7 +145,7 @@ func (h *idleHolder) openAll(ctx context.Context) []*fasthttp.Response {
 
 func (h *idleHolder) opener(ctx context.Context, streams []*fasthttp.Response) {
 	var req fasthttp.Request
-	h.spec.buildRequest(&req)
+	h.spec.BuildRequest(&req)
 	buf := make([]byte, 4<<10)
 	for ctx.Err() == nil {
 		i := h.next.Add(1) - 1

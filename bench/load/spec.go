@@ -118,8 +118,9 @@ func CheckLoopback(addr string) error {
 	return nil
 }
 
-// buildRequest fills req from s once; the worker reuses it for every send.
-func (s *Spec) buildRequest(req *fasthttp.Request) {
+// BuildRequest fills req from s (URL, method, headers, body), as a worker
+// does once before reusing req for every send; Mutate is not applied.
+func (s *Spec) BuildRequest(req *fasthttp.Request) {
 	req.SetRequestURI(s.URL)
 	method := s.Method
 	if method == "" {

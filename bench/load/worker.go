@@ -64,7 +64,7 @@ func newWorker(c *fasthttp.HostClient, spec *Spec, timeout time.Duration) *worke
 		lat:     NewHistogram(),
 		ttfb:    NewHistogram(),
 	}
-	spec.buildRequest(&w.req)
+	spec.BuildRequest(&w.req)
 	if spec.Check.streams() {
 		w.buf = make([]byte, 32<<10)
 	}

@@ -85,21 +85,7 @@ func (r *request) targetPath(t *Target) string {
 // it, with the Mutate of request seq applied.
 func newRequest(s *load.Spec, seq uint64) *fasthttp.Request {
 	req := fasthttp.AcquireRequest()
-	req.SetRequestURI(s.URL)
-	method := s.Method
-	if method == "" {
-		method = fasthttp.MethodGet
-		if len(s.Body) > 0 {
-			method = fasthttp.MethodPost
-		}
-	}
-	req.Header.SetMethod(method)
-	for _, h := range s.Headers {
-		req.Header.Set(h.Name, h.Value)
-	}
-	if len(s.Body) > 0 {
-		req.SetBody(s.Body)
-	}
+	s.BuildRequest(req)
 	if s.Mutate != nil {
 		s.Mutate(req, seq)
 	}
