@@ -84,7 +84,8 @@ type call struct {
 	hasSession  bool
 	cause       error // internal cause of a failure, logged, never shown
 
-	req  fasthttp.Request
+	// resp is the upstream answer; the upstream request is pooled apart (see
+	// send), so an open stream does not hold it.
 	resp fasthttp.Response
 
 	// relay state, while a streamed answer is copied to the client
@@ -92,7 +93,8 @@ type call struct {
 	sse       bool
 	fixedSize bool
 	heads     eventHeads
-	pending   []byte // an error frame still to be written
+	ssePeek   [ssePeekSize]byte // an SSE relay's idle read; see WriteTo
+	pending   []byte            // an error frame still to be written
 	streamErr bool
 	done      bool
 	// onStream, when set, sees every chunk relayed (Responses reads the id).
@@ -128,7 +130,6 @@ const maxPooledBody = 1 << 20
 
 func (c *call) release() {
 	c.fields.Reset()
-	c.req.Reset()
 	c.resp.Reset()
 	c.g, c.st, c.ctx, c.model, c.dep = nil, nil, nil, nil, nil
 	c.keyID = ""
@@ -335,10 +336,14 @@ func (c *call) forwardTo(dep *deployment, path string, body []byte, stream bool)
 // stays raised until the answer is relayed.
 func (c *call) send(dep *deployment, path string, body []byte, stream bool) error {
 	c.dep = dep
-	c.prepare(dep, path, body)
+	req := fasthttp.AcquireRequest()
+	c.prepare(req, dep, path, body)
 	c.resp.StreamBody = stream
 	dep.inflight.Add(1)
-	err := dep.client.Do(&c.req, &c.resp)
+	err := dep.client.Do(req, &c.resp)
+	// The request is written whole by the time Do returns; a long stream
+	// should not keep its headers and body alive.
+	fasthttp.ReleaseRequest(req)
 	if err != nil {
 		dep.inflight.Add(-1)
 		dep.failed()
@@ -360,9 +365,7 @@ func isTimeout(err error) bool {
 
 // prepare builds the upstream request: the client's end-to-end headers, the
 // deployment's URL and credentials, and body.
-func (c *call) prepare(dep *deployment, path string, body []byte) {
-	req := &c.req
-	req.Reset()
+func (c *call) prepare(req *fasthttp.Request, dep *deployment, path string, body []byte) {
 	c.ctx.Request.Header.CopyTo(&req.Header)
 	// The server canonicalised the client's header names as it read them, so
 	// the names below match exactly: no need to normalise each one again.
@@ -548,23 +551,34 @@ func (c *call) Read(p []byte) (int, error) {
 // answers).
 var relayBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// SupportsBodyWriteTo tells fasthttp to relay a fixed-size body with WriteTo,
-// which fasthttp would otherwise copy through bufio.Writer.ReadFrom, allocating
-// 32 KiB per answer. Chunked bodies (SSE) keep fasthttp's own pooled loop, one
-// chunk and one flush per upstream read, which allocates nothing.
-func (c *call) SupportsBodyWriteTo() bool { return c.fixedSize }
+// ssePeekSize is the read an idle SSE relay waits in. A stream spends most of
+// its life blocked in a read, and whatever buffer that read is given is held
+// per open stream: fasthttp's own chunked loop would hold a pooled 4 KiB one.
+// So the relay waits with this small array of the call's, and takes a pooled
+// buffer only while an event is coming in.
+const ssePeekSize = 96
 
-// WriteTo relays a fixed-size upstream body to w with a pooled buffer.
+// SupportsBodyWriteTo tells fasthttp to relay the body with WriteTo: a
+// fixed-size body would otherwise be copied through bufio.Writer.ReadFrom,
+// allocating 32 KiB per answer, and an SSE body through a pooled 4 KiB buffer
+// held while the stream idles.
+func (c *call) SupportsBodyWriteTo() bool { return c.fixedSize || c.sse }
+
+// WriteTo relays the upstream body to w, one write and one flush per upstream
+// read (for a chunked body w frames each write as a chunk and flushes).
 func (c *call) WriteTo(w io.Writer) (int64, error) {
-	pool := &relayBufPool
-	bp := pool.Get().(*[]byte)
-	defer pool.Put(bp)
+	if c.sse {
+		return c.writeEventsTo(w)
+	}
+	bp := relayBufPool.Get().(*[]byte)
+	defer relayBufPool.Put(bp)
+	buf := *bp
 	flusher, _ := w.(interface{ Flush() error })
 	var written int64
 	for {
-		n, err := c.Read(*bp)
+		n, err := c.Read(buf)
 		if n > 0 {
-			m, werr := w.Write((*bp)[:n])
+			m, werr := w.Write(buf[:n])
 			written += int64(m)
 			if werr == nil && flusher != nil {
 				werr = flusher.Flush()
@@ -572,6 +586,43 @@ func (c *call) WriteTo(w io.Writer) (int64, error) {
 			if werr != nil {
 				return written, werr
 			}
+		}
+		if err == io.EOF {
+			return written, nil
+		}
+		if err != nil {
+			return written, err
+		}
+	}
+}
+
+// writeEventsTo relays an SSE body. Each round waits in a small read; when
+// that fills up with an event still unfinished, the rest of the upstream read
+// goes into a pooled buffer, so an upstream chunk still leaves as one write.
+// Only the bytes of an unfinished event are ever held back, and only until
+// the rest of that event arrives: a client cannot act on less.
+func (c *call) writeEventsTo(w io.Writer) (int64, error) {
+	var written int64
+	for {
+		buf := c.ssePeek[:]
+		n, err := c.Read(buf)
+		var bp *[]byte
+		if err == nil && n == len(buf) && c.heads.midEvent() {
+			bp = relayBufPool.Get().(*[]byte)
+			buf = append((*bp)[:0], buf...)
+			var m int
+			m, err = c.Read(buf[n:cap(buf)])
+			n += m
+		}
+		if n > 0 {
+			m, werr := w.Write(buf[:n])
+			written += int64(m)
+			if werr != nil {
+				err = werr
+			}
+		}
+		if bp != nil {
+			relayBufPool.Put(bp)
 		}
 		if err == io.EOF {
 			return written, nil

@@ -15,11 +15,7 @@ import (
 // headers and the upstream's request ids are dropped whatever their case,
 // and every other header goes out as the upstream named it.
 func TestUpstreamHeadersAnyCase(t *testing.T) {
-	upLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+	addr := rawUpstreamGateway(t, func(ctx *fasthttp.RequestCtx) {
 		h := &ctx.Response.Header
 		h.DisableNormalizing()
 		h.Set("x-request-id", "upstream-id")
@@ -29,9 +25,35 @@ func TestUpstreamHeadersAnyCase(t *testing.T) {
 		h.Set("X-RateLimit-Remaining-Requests", "99")
 		h.SetContentType("application/json")
 		ctx.SetBodyString(`{"id":"x","object":"chat.completion","choices":[]}`)
-	}}
+	})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"model":"m","messages":[]}`
+	fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+	raw, _ := io.ReadAll(conn)
+	head := strings.ToLower(string(raw[:strings.Index(string(raw), "\r\n\r\n")]))
+	if strings.Count(head, "\r\nx-request-id:") != 1 || strings.Contains(head, "upstream-id") || strings.Contains(head, "keep-alive: timeout") {
+		t.Fatalf("upstream hop-by-hop or id headers leaked:\n%s", raw)
+	}
+	if !strings.Contains(string(raw), "\r\nopenai-processing-ms: 12\r\n") || !strings.Contains(string(raw), "\r\nX-RateLimit-Remaining-Requests: 99\r\n") {
+		t.Fatalf("upstream headers not passed as named:\n%s", raw)
+	}
+}
+
+// rawUpstreamGateway starts a beta upstream served by h and a gateway in front
+// of it (key key-1, model m) and returns the gateway's address.
+func rawUpstreamGateway(t *testing.T, h fasthttp.RequestHandler) string {
+	t.Helper()
+	upLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &fasthttp.Server{Handler: h}
 	go up.Serve(upLn)
-	defer up.Shutdown()
+	t.Cleanup(func() { up.Shutdown() })
 	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
 keys: [{id: k, key: key-1}]
 upstreams: [{name: u, family: beta, base_url: "http://%s/v1", api_key: up}]
@@ -50,21 +72,6 @@ models: [{id: m, upstreams: [u]}]
 	}
 	srv := gw.NewServer()
 	go srv.Serve(ln)
-	defer srv.Shutdown()
-
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	body := `{"model":"m","messages":[]}`
-	fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
-	raw, _ := io.ReadAll(conn)
-	head := strings.ToLower(string(raw[:strings.Index(string(raw), "\r\n\r\n")]))
-	if strings.Count(head, "\r\nx-request-id:") != 1 || strings.Contains(head, "upstream-id") || strings.Contains(head, "keep-alive: timeout") {
-		t.Fatalf("upstream hop-by-hop or id headers leaked:\n%s", raw)
-	}
-	if !strings.Contains(string(raw), "\r\nopenai-processing-ms: 12\r\n") || !strings.Contains(string(raw), "\r\nX-RateLimit-Remaining-Requests: 99\r\n") {
-		t.Fatalf("upstream headers not passed as named:\n%s", raw)
-	}
+	t.Cleanup(func() { srv.Shutdown() })
+	return ln.Addr().String()
 }
