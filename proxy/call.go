@@ -366,21 +366,31 @@ func isTimeout(err error) bool {
 // prepare builds the upstream request: the client's end-to-end headers, the
 // deployment's URL and credentials, and body.
 func (c *call) prepare(req *fasthttp.Request, dep *deployment, path string, body []byte) {
+	// Only the stripped headers the client sent are deleted: each deletion
+	// scans every header. The server canonicalised the client's header names
+	// as it read them, so they match the list exactly.
+	var strip uint32
+	for name := range c.ctx.Request.Header.All() {
+		if i := strippedRequestHeader(name); i >= 0 {
+			strip |= 1 << i
+		}
+	}
 	c.ctx.Request.Header.CopyTo(&req.Header)
-	// The server canonicalised the client's header names as it read them, so
-	// the names below match exactly: no need to normalise each one again.
 	req.Header.DisableNormalizing()
-	for _, h := range strippedRequestHeaders {
-		req.Header.DelBytes(h)
+	for i, h := range strippedRequestHeaders {
+		if strip&(1<<i) != 0 {
+			req.Header.DelBytes(h)
+		}
 	}
-	c.url = append(c.url[:0], dep.origin...)
-	c.url = append(c.url, dep.basePath...)
-	c.url = append(c.url, path...)
+	// The URL is set by its parts, which spares the client parsing it whole.
+	u := req.URI()
+	u.SetSchemeBytes(dep.scheme)
+	u.SetHostBytes(dep.host)
+	c.url = append(append(c.url[:0], dep.basePath...), path...)
+	u.SetPathBytes(c.url)
 	if q := c.ctx.URI().QueryString(); len(q) > 0 && c.forwardQuery() {
-		c.url = append(c.url, '?')
-		c.url = append(c.url, q...)
+		u.SetQueryStringBytes(q)
 	}
-	req.SetRequestURIBytes(c.url)
 	switch dep.family {
 	case Alpha:
 		req.Header.Set("X-Api-Key", dep.apiKey)
@@ -415,6 +425,29 @@ var strippedRequestHeaders = [][]byte{
 	[]byte("Te"), []byte("Trailer"), []byte("Transfer-Encoding"), []byte("Upgrade"), []byte("Expect"),
 	[]byte("Accept-Encoding"), []byte("Cookie"), []byte("Alpha-Workspace-Id"),
 	[]byte("Content-Length"),
+}
+
+// strippedByLen lists, by name length, the indexes in strippedRequestHeaders
+// of the names of that length.
+var strippedByLen = func() (t [24][]uint8) {
+	for i, h := range strippedRequestHeaders {
+		t[len(h)] = append(t[len(h)], uint8(i))
+	}
+	return t
+}()
+
+// strippedRequestHeader returns the index of name in strippedRequestHeaders,
+// or -1.
+func strippedRequestHeader(name []byte) int {
+	if len(name) >= len(strippedByLen) {
+		return -1
+	}
+	for _, i := range strippedByLen[len(name)] {
+		if string(strippedRequestHeaders[i]) == string(name) {
+			return int(i)
+		}
+	}
+	return -1
 }
 
 // strippedResponseHeaders are the upstream's hop-by-hop headers and those the

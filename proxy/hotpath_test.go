@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -137,4 +139,36 @@ func BenchmarkDirect(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkPrepare builds and serialises the upstream request of a chat
+// completion as openai-go sends it: header filtering, URL, credentials, and
+// what fasthttp's client does with them before it writes.
+func BenchmarkPrepare(b *testing.B) {
+	h := newHotBench(b)
+	var ctx fasthttp.RequestCtx
+	raw := "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n" +
+		"User-Agent: OpenAI/Go 3.8.1\r\nAuthorization: Bearer bench-key\r\nContent-Type: application/json\r\n" +
+		"Accept: application/json\r\nX-Stainless-Lang: go\r\nX-Stainless-Package-Version: 3.8.1\r\n" +
+		"X-Stainless-Os: Linux\r\nX-Stainless-Arch: x64\r\nX-Stainless-Runtime: go\r\n" +
+		"X-Stainless-Runtime-Version: go1.26.0\r\nX-Stainless-Retry-Count: 0\r\nX-Stainless-Timeout: 600\r\n" +
+		"Idempotency-Key: stainless-go-retry-0a4c1b2e\r\nAccept-Encoding: gzip\r\nX-Session-Id: s-1\r\n" +
+		fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(hotBody), hotBody)
+	if err := ctx.Request.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		b.Fatal(err)
+	}
+	c := h.gw.acquireCall(&ctx, Beta, epChat)
+	dep := c.st.deps["u1"]
+	w := bufio.NewWriter(io.Discard)
+	req := fasthttp.AcquireRequest()
+	b.ReportAllocs()
+	for b.Loop() {
+		req.Reset()
+		c.prepare(req, dep, "/chat/completions", hotBody)
+		req.URI().DisablePathNormalizing = true // as the client does before writing
+		if err := req.Write(w); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w.Flush()
 }

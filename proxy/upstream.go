@@ -18,9 +18,10 @@ import (
 type deployment struct {
 	name   string
 	family Family
-	// origin is scheme://host[:port]; basePath is the base URL's path without a
-	// trailing slash. The upstream URL is origin + basePath + the endpoint path.
-	origin   string
+	// The upstream URL is scheme://host + basePath + the endpoint path;
+	// basePath is the base URL's path without a trailing slash.
+	scheme   []byte
+	host     []byte // host[:port], as the base URL gives it
 	basePath string
 	apiKey   string
 	bearerV  []byte // "Bearer <apiKey>"
@@ -52,7 +53,8 @@ func newDeployment(u UpstreamConfig, fam Family, t TimeoutConfig, h HealthConfig
 	d := &deployment{
 		name:        u.Name,
 		family:      fam,
-		origin:      pu.Scheme + "://" + pu.Host,
+		scheme:      []byte(pu.Scheme),
+		host:        []byte(pu.Host),
 		basePath:    strings.TrimRight(pu.EscapedPath(), "/"),
 		apiKey:      u.APIKey,
 		bearerV:     []byte("Bearer " + u.APIKey),
