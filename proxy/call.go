@@ -72,6 +72,7 @@ type call struct {
 	start   time.Time
 	reqID   []byte
 	body    []byte // the request body read from the client, or its spliced copy
+	bodyLen int    // len(body) when a streamed answer began (body may be dropped then)
 	spliced []byte
 	url     []byte
 	status  int
@@ -126,7 +127,11 @@ func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, fam Family, ep endpoint)
 	return c
 }
 
-const maxPooledBody = 1 << 20
+const (
+	maxPooledBody = 1 << 20
+	// maxHeldBody bounds the request body buffers a streamed answer keeps.
+	maxHeldBody = 16 << 10
+)
 
 func (c *call) release() {
 	c.fields.Reset()
@@ -141,7 +146,7 @@ func (c *call) release() {
 	c.owned, c.inherited, c.recorded = store.Response{}, "", false
 	c.status = 0
 	c.reason, c.cause = "", nil
-	c.firstByte, c.bytesOut = time.Time{}, 0
+	c.firstByte, c.bytesOut, c.bodyLen = time.Time{}, 0, 0
 	c.sessionHash, c.hasSession = 0, false
 	if cap(c.body) > maxPooledBody {
 		c.body = nil
@@ -499,6 +504,15 @@ func (c *call) relay() {
 		return
 	}
 	c.stream = stream
+	// The request is sent: a stream may last minutes, and should not hold a
+	// large prompt it no longer needs. Small bodies stay with the pooled call.
+	c.bodyLen = len(c.body)
+	if cap(c.body) > maxHeldBody {
+		c.body = nil
+	}
+	if cap(c.spliced) > maxHeldBody {
+		c.spliced = nil
+	}
 	c.sse = bytes.HasPrefix(c.resp.Header.ContentType(), []byte("text/event-stream"))
 	if c.sse {
 		out.Header.Set("Cache-Control", "no-cache")

@@ -228,7 +228,10 @@ func (g *Gateway) finish(c *call) {
 // covers answers the gateway wrote itself; a streamed one from the relay.
 func (c *call) outcome() (status int, bytesIn, bytesOut int64) {
 	status, bytesIn, bytesOut = c.status, int64(len(c.body)), c.bytesOut
-	if c.stream != nil || c.ctx == nil {
+	if c.stream != nil {
+		return status, int64(c.bodyLen), bytesOut
+	}
+	if c.ctx == nil {
 		return status, bytesIn, bytesOut
 	}
 	resp := &c.ctx.Response

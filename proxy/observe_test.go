@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -503,7 +504,7 @@ func TestAccessLogLinesAndNoSecrets(t *testing.T) {
 	if l := accessLine(t, access, "log-unknown"); l["model"] != "no-such-model" || l["reason"] != "model_unknown" || l["deployment"] != "" {
 		t.Errorf("log-unknown: %v", l)
 	}
-	if l := accessLine(t, access, "log-stream"); l["stream"] != true || l["bytes_out"] != float64(len(streamed)) || l["ttfb"] == nil {
+	if l := accessLine(t, access, "log-stream"); l["stream"] != true || l["bytes_out"] != float64(len(streamed)) || l["bytes_in"] != float64(len(streamBody)) || l["ttfb"] == nil {
 		t.Errorf("log-stream: %v (client read %d bytes)", l, len(streamed))
 	}
 	if l := accessLine(t, access, "log-alpha"); l["family"] != "alpha" || l["status"] != 200.0 {
@@ -652,6 +653,30 @@ func TestStatusClass(t *testing.T) {
 	for status, want := range map[int]string{0: "other", 99: "other", 100: "1xx", 200: "2xx", 302: "3xx", 404: "4xx", 499: "4xx", 503: "5xx", 599: "5xx", 600: "other"} {
 		if got := classNames[statusClass(status)]; got != want {
 			t.Errorf("%d: %s, want %s", status, got, want)
+		}
+	}
+}
+
+// A streamed answer lets go of a large request body once the request is sent;
+// the upstream still gets it whole and the access log still counts it.
+func TestStreamWithLargeBody(t *testing.T) {
+	e, access := newOpsEnv(t, nil, Options{})
+	content := strings.Repeat("lighthouse ", 20<<10/11*10) // about 200 KiB, above maxHeldBody
+	body := `{"model":"plain-model","stream":true,"session_id":"big-1","messages":[{"role":"user","content":"` + content + `"}]}`
+	for i := range 3 { // the pooled call is reused with and without its buffer
+		id := fmt.Sprintf("big-stream-%d", i)
+		e.resetSims()
+		status, _, answer := e.do("POST", chatPath, withHeaders(keyA, "x-request-id", id), body)
+		if status != 200 || !bytes.HasSuffix(answer, []byte("data: [DONE]\n\n")) {
+			t.Fatalf("stream %d: %d %.200s", i, status, answer)
+		}
+		got := e.received()
+		if len(got) != 1 || !strings.Contains(string(got[0].Body), content) || strings.Contains(string(got[0].Body), "session_id") {
+			t.Fatalf("upstream did not get the spliced body whole: %d requests", len(got))
+		}
+		eventually(t, "access line", func() bool { return strings.Contains(access.String(), id) })
+		if l := accessLine(t, access, id); l["bytes_in"] != float64(len(body)) {
+			t.Fatalf("bytes_in %v, want %d", l["bytes_in"], len(body))
 		}
 	}
 }
