@@ -37,6 +37,8 @@ func (r *runner) notes() []string {
 			"(the default 512 would queue the idle scenario's streams); an embedded Pebble store in a temp dir.", scenario.DefaultMaxConns),
 		"Access logs are off on both proxies: nginx's config says access_log off, the gateway runs with -access-log off " +
 			"(its default writes a line per request to stdout).",
+		"The gateway is restarted before each scenario, its store directory kept, so the memory a scenario shows is its own, " +
+			"not what earlier scenarios left in the process.",
 	}
 	notes = append(notes, "Idle streams: each target is measured once, not in rounds. A simulator notices a closed idle stream "+
 		"only at its next frame, so direct holds its streams at the second simulator process (a copy of the first), "+

@@ -87,6 +87,9 @@ type prepared struct {
 // scenario measures sc against every target.
 func (r *runner) scenario(ctx context.Context, sc *scenario.Scenario) report.Scenario {
 	fmt.Fprintf(r.log, "== %s\n", sc.Name)
+	if err := r.freshGateway(); err != nil {
+		fmt.Fprintf(r.log, "   gateway  cannot restart: %v\n", err)
+	}
 	out := report.Scenario{Name: sc.Name, Description: sc.Description, Targets: make([]report.Target, len(r.targets))}
 	targets := r.targets
 	if sc.Idle != nil {
@@ -284,4 +287,20 @@ func oneLine(s string, n int) string {
 		s = s[:n] + "…"
 	}
 	return s
+}
+
+// freshGateway restarts the gateway before a scenario, its store directory
+// kept, so that the memory a scenario measures is its own and not what the
+// scenarios before it left in the process.
+func (r *runner) freshGateway() error {
+	if r.d.gateway != nil {
+		if err := r.d.gateway.stop(); err != nil {
+			return err
+		}
+	}
+	if err := r.d.startGateway(); err != nil {
+		return err
+	}
+	r.targets = r.d.targets()
+	return nil
 }
