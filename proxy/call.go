@@ -95,7 +95,9 @@ type call struct {
 	fixedSize bool
 	heads     eventHeads
 	ssePeek   [ssePeekSize]byte // an SSE relay's idle read; see WriteTo
-	pending   []byte            // an error frame still to be written
+	peek      upstreamPeek      // into the upstream's read buffer, when canPeek
+	canPeek   bool
+	pending   []byte // an error frame still to be written
 	streamErr bool
 	done      bool
 	// onStream, when set, sees every chunk relayed (Responses reads the id).
@@ -141,6 +143,7 @@ func (c *call) release() {
 	c.stream = nil
 	c.sse, c.fixedSize, c.streamErr, c.done = false, false, false, false
 	c.heads = eventHeads{}
+	c.peek, c.canPeek = upstreamPeek{}, false
 	c.pending = c.pending[:0]
 	c.onStream, c.onAnswer = nil, nil
 	c.owned, c.inherited, c.recorded = store.Response{}, "", false
@@ -518,7 +521,10 @@ func (c *call) relay() {
 		out.Header.Set("Cache-Control", "no-cache")
 		out.Header.Set("X-Accel-Buffering", "no")
 	}
-	out.ImmediateHeaderFlush = true
+	// The headers go out at once, so the client sees the answer begin, unless
+	// body bytes are already here: then they leave with the first of them.
+	c.peek, c.canPeek = peekUpstream(stream)
+	out.ImmediateHeaderFlush = !c.canPeek || c.peek.br.Buffered() == 0
 	size := c.resp.Header.ContentLength()
 	if size < 0 || c.sse {
 		size = -1
@@ -643,33 +649,41 @@ func (c *call) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
-// writeEventsTo relays an SSE body. Each round waits in a small read; when
-// that fills up with an event still unfinished, the rest of the upstream read
-// goes into a pooled buffer, so an upstream chunk still leaves as one write.
-// Only the bytes of an unfinished event are ever held back, and only until
-// the rest of that event arrives: a client cannot act on less.
+// writeEventsTo relays an SSE body. Each round waits for data in a small
+// read, then goes on into a pooled buffer while the event is unfinished or
+// the next upstream chunk is already buffered (see upstreamPeek), and writes
+// what it gathered as one chunk. So a burst of events leaves in one write,
+// an idle stream holds no buffer, and no finished event waits for the
+// network: only the bytes of an unfinished event wait for its rest.
 func (c *call) writeEventsTo(w io.Writer) (int64, error) {
+	peek, canPeek := &c.peek, c.canPeek
 	var written int64
 	for {
-		buf := c.ssePeek[:]
-		n, err := c.Read(buf)
-		var bp *[]byte
-		if err == nil && n == len(buf) && c.heads.midEvent() {
-			bp = relayBufPool.Get().(*[]byte)
-			buf = append((*bp)[:0], buf...)
-			var m int
-			m, err = c.Read(buf[n:cap(buf)])
-			n += m
+		n, err := c.Read(c.ssePeek[:])
+		if n == 0 {
+			if err == nil {
+				continue
+			}
+			if err == io.EOF {
+				return written, nil
+			}
+			return written, err
 		}
-		if n > 0 {
-			m, werr := w.Write(buf[:n])
-			written += int64(m)
-			if werr != nil {
-				err = werr
+		bp := relayBufPool.Get().(*[]byte)
+		buf := append((*bp)[:0], c.ssePeek[:n]...)
+		for err == nil && len(buf) < cap(buf) && (c.heads.midEvent() || canPeek && peek.ready()) {
+			var m int
+			m, err = c.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+m]
+			if m == 0 {
+				break
 			}
 		}
-		if bp != nil {
-			relayBufPool.Put(bp)
+		m, werr := w.Write(buf)
+		written += int64(m)
+		relayBufPool.Put(bp)
+		if werr != nil {
+			return written, werr
 		}
 		if err == io.EOF {
 			return written, nil

@@ -54,11 +54,18 @@ func rawUpstreamGateway(t *testing.T, h fasthttp.RequestHandler) string {
 	up := &fasthttp.Server{Handler: h}
 	go up.Serve(upLn)
 	t.Cleanup(func() { up.Shutdown() })
+	return gatewayFor(t, upLn.Addr().String())
+}
+
+// gatewayFor starts a gateway in front of the beta upstream at upstream (key
+// key-1, model m) and returns its address.
+func gatewayFor(t *testing.T, upstream string) string {
+	t.Helper()
 	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
 keys: [{id: k, key: key-1}]
 upstreams: [{name: u, family: beta, base_url: "http://%s/v1", api_key: up}]
 models: [{id: m, upstreams: [u]}]
-`, upLn.Addr())), func(string) (string, bool) { return "", false })
+`, upstream)), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,10 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +104,155 @@ func TestSSERelayEventsWholeAndPrompt(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("relayed body differs:\n got %d bytes %.200q\nwant %d bytes %.200q", len(got), got, len(want), want)
+	}
+}
+
+// The relay can see into fasthttp's buffer under a streamed upstream body:
+// if a fasthttp upgrade moves the fields it reads, this fails rather than
+// the relay silently writing one chunk per event again.
+func TestUpstreamPeekLayout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		bufio.NewReader(c).ReadString('\n') // the request line is enough
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"+
+			"9\r\ndata: a\n\n\r\n9\r\ndata: b\n\n\r\n0\r\n\r\n")
+		time.Sleep(time.Second)
+	}()
+	client := &fasthttp.HostClient{Addr: ln.Addr().String(), StreamResponseBody: true}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("http://" + ln.Addr().String() + "/")
+	if err := client.Do(req, resp); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := peekUpstream(resp.BodyStream())
+	if !ok {
+		t.Fatalf("cannot see into fasthttp's stream %T", resp.BodyStream())
+	}
+	eventually(t, "both chunks buffered", func() bool {
+		p.br.Peek(1) // fill whatever arrived
+		return p.br.Buffered() == len("9\r\ndata: a\n\n\r\n9\r\ndata: b\n\n\r\n0\r\n\r\n")
+	})
+	if *p.contentLength != -1 || *p.chunkLeft != 0 || !p.ready() {
+		t.Fatalf("contentLength %d chunkLeft %d ready %v", *p.contentLength, *p.chunkLeft, p.ready())
+	}
+	buf := make([]byte, 4)
+	if n, _ := resp.BodyStream().Read(buf); n != 4 || *p.chunkLeft != 5 || !p.ready() {
+		t.Fatalf("after a 4-byte read: n %d chunkLeft %d ready %v", n, *p.chunkLeft, p.ready())
+	}
+	resp.BodyStream().Read(make([]byte, 64)) // the rest of the first chunk
+	resp.BodyStream().Read(make([]byte, 64)) // the second
+	if p.ready() {
+		t.Fatal("only the final chunk is left, yet ready")
+	}
+}
+
+func TestChunkBuffered(t *testing.T) {
+	for in, want := range map[string]bool{
+		"":                               false,
+		"9":                              false,
+		"9\r":                            false,
+		"9\r\n":                          false,
+		"9\r\ndata: a\n\n":               false, // no closing CRLF yet
+		"9\r\ndata: a\n\n\r":             false,
+		"9\r\ndata: a\n\n\r\n":           true,
+		"9;ext=1\r\ndata: a\n\n\r\nmore": true,
+		"A\r\n0123456789\r\n":            true,
+		"a\r\n012345678\r\n":             false,
+		"0\r\n\r\n":                      false, // the final chunk
+		"zz\r\n":                         false,
+		"fffffffff\r\n":                  false, // nine digits: beyond any gathered chunk
+	} {
+		if got := chunkBuffered([]byte(in)); got != want {
+			t.Errorf("chunkBuffered(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// Events the upstream sent in one burst leave the gateway in one write: the
+// client reads them in a single chunk.
+func TestSSERelayCoalescesBufferedChunks(t *testing.T) {
+	upLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upLn.Close()
+	var events, wire bytes.Buffer
+	for i := range 20 {
+		ev := fmt.Sprintf("data: {\"choices\":[{\"delta\":{\"content\":\"word %d\"}}]}\n\n", i)
+		events.WriteString(ev)
+		fmt.Fprintf(&wire, "%x\r\n%s\r\n", len(ev), ev)
+	}
+	events.WriteString("data: [DONE]\n\n")
+	fmt.Fprintf(&wire, "%x\r\n%s\r\n0\r\n\r\n", len("data: [DONE]\n\n"), "data: [DONE]\n\n")
+	go func() {
+		for {
+			c, err := upLn.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				var req fasthttp.Request
+				if err := req.Read(br); err != nil {
+					return
+				}
+				// Headers and every event in one write: they arrive together.
+				c.Write(append([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"), wire.Bytes()...))
+				br.ReadByte() // hold the connection until the gateway drops it
+			}()
+		}
+	}()
+	addr := gatewayFor(t, upLn.Addr().String())
+
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"model":"m","stream":true,"messages":[]}`
+	fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	br := bufio.NewReader(conn)
+	var resp fasthttp.ResponseHeader
+	if err := resp.Read(br); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	chunks := 0
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, err := strconv.ParseInt(strings.TrimSpace(line), 16, 32)
+		if err != nil {
+			t.Fatalf("chunk size line %q", line)
+		}
+		data := make([]byte, size+2)
+		if _, err := io.ReadFull(br, data); err != nil {
+			t.Fatal(err)
+		}
+		if size == 0 {
+			break
+		}
+		chunks++
+		got = append(got, data[:size]...)
+	}
+	if string(got) != events.String() {
+		t.Fatalf("relayed body differs:\n got %q\nwant %q", got, events.String())
+	}
+	if chunks != 1 {
+		t.Fatalf("the burst left in %d chunks, want 1", chunks)
 	}
 }
