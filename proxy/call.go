@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -654,11 +655,20 @@ func (c *call) WriteTo(w io.Writer) (int64, error) {
 // the next upstream chunk is already buffered (see upstreamPeek), and writes
 // what it gathered as one chunk. So a burst of events leaves in one write,
 // an idle stream holds no buffer, and no finished event waits for the
-// network: only the bytes of an unfinished event wait for its rest.
+// network: only the bytes of an unfinished event wait for its rest. Where
+// the connection's writer can be reached (chunkWriter), output is flushed
+// only before a read that may wait, so the last events leave together with
+// the end of the body.
 func (c *call) writeEventsTo(w io.Writer) (int64, error) {
 	peek, canPeek := &c.peek, c.canPeek
+	bw := chunkWriter(w)
 	var written int64
 	for {
+		if bw != nil && !(canPeek && (peek.ready() || peek.ended())) {
+			if err := bw.Flush(); err != nil {
+				return written, err
+			}
+		}
 		n, err := c.Read(c.ssePeek[:])
 		if n == 0 {
 			if err == nil {
@@ -671,7 +681,28 @@ func (c *call) writeEventsTo(w io.Writer) (int64, error) {
 		}
 		bp := relayBufPool.Get().(*[]byte)
 		buf := append((*bp)[:0], c.ssePeek[:n]...)
-		for err == nil && len(buf) < cap(buf) && (c.heads.midEvent() || canPeek && peek.ready()) {
+		for err == nil && len(buf) < cap(buf) {
+			if !canPeek || !peek.ready() {
+				if !c.heads.midEvent() {
+					break
+				}
+				// The rest of this event may take a while: what is finished goes first.
+				if end := lastEventEnd(buf); end > 0 {
+					m, werr := c.writeEvents(w, bw, buf[:end])
+					written += int64(m)
+					if werr != nil {
+						relayBufPool.Put(bp)
+						return written, werr
+					}
+					buf = buf[:copy(buf, buf[end:])]
+				}
+				if bw != nil {
+					if ferr := bw.Flush(); ferr != nil {
+						relayBufPool.Put(bp)
+						return written, ferr
+					}
+				}
+			}
 			var m int
 			m, err = c.Read(buf[len(buf):cap(buf)])
 			buf = buf[:len(buf)+m]
@@ -679,7 +710,7 @@ func (c *call) writeEventsTo(w io.Writer) (int64, error) {
 				break
 			}
 		}
-		m, werr := w.Write(buf)
+		m, werr := c.writeEvents(w, bw, buf)
 		written += int64(m)
 		relayBufPool.Put(bp)
 		if werr != nil {
@@ -693,6 +724,36 @@ func (c *call) writeEventsTo(w io.Writer) (int64, error) {
 		}
 	}
 }
+
+// writeEvents writes p as one chunk: into bw unflushed when there is one,
+// else through w, which flushes.
+func (c *call) writeEvents(w io.Writer, bw *bufio.Writer, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if bw != nil {
+		return len(p), writeChunk(bw, p)
+	}
+	return w.Write(p)
+}
+
+// lastEventEnd returns the length of the finished events at the start of
+// b: up to its last blank line, or 0.
+func lastEventEnd(b []byte) int {
+	end := 0
+	if i := bytes.LastIndex(b, lfLF); i >= 0 {
+		end = i + 2
+	}
+	if i := bytes.LastIndex(b, lfCRLF); i >= 0 && i+3 > end {
+		end = i + 3
+	}
+	return end
+}
+
+var (
+	lfLF   = []byte("\n\n")
+	lfCRLF = []byte("\n\r\n")
+)
 
 // Close ends the relay: the upstream body is closed (its connection reused
 // when fully read, else closed, which cancels the upstream call) and the call

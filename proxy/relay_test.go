@@ -20,20 +20,29 @@ import (
 // the client before the upstream sends the next one.
 func TestSSERelayEventsWholeAndPrompt(t *testing.T) {
 	flushes := []struct {
-		data     string
-		awaitAck bool // the upstream sends on only once the client has all so far
+		data string
+		ack  int // the upstream sends on once the client has this much of data (0: at once)
 	}{
-		{"data: a\n\n", true},
-		{"data: " + strings.Repeat("x", ssePeekSize-8) + "\n\n", true}, // fills the idle read exactly
-		{"data: " + strings.Repeat("y", 10<<10) + "\n\n", true},
-		{"data: 1\n\ndata: 2\n\ndata: 3\n\n", true},
-		{"data: " + strings.Repeat("w", ssePeekSize-10) + "\r\n\r\n", true}, // the same, CRLF
-		{"data: " + strings.Repeat("z", ssePeekSize-6), false},              // fills it, unfinished
-		{"zz\n\n", true},
-		{"data: [DONE]\n\n", false},
+		{"data: a\n\n", 9},
+		{"data: " + strings.Repeat("x", ssePeekSize-8) + "\n\n", ssePeekSize}, // fills the idle read exactly
+		{"data: " + strings.Repeat("y", 10<<10) + "\n\n", 10<<10 + 8},
+		{"data: 1\n\ndata: 2\n\ndata: 3\n\n", 27},
+		{"data: " + strings.Repeat("w", ssePeekSize-10) + "\r\n\r\n", ssePeekSize}, // the same, CRLF
+		{"data: " + strings.Repeat("z", ssePeekSize-6), 0},                         // fills it, unfinished
+		{"zz\n\n", 4},
+		{"data: p\n\ndata: unfinished", 9}, // a finished event, then the start of one
+		{" event\n\n", 8},
+		{"data: [DONE]\n\n", 0},
 	}
 	var want []byte
 	acks := make(chan int, len(flushes))
+	ackAt := map[int]bool{}
+	for _, f := range flushes {
+		if f.ack > 0 {
+			ackAt[len(want)+f.ack] = true
+		}
+		want = append(want, f.data...)
+	}
 	addr := rawUpstreamGateway(t, func(ctx *fasthttp.RequestCtx) {
 		ctx.SetContentType("text/event-stream")
 		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
@@ -43,30 +52,24 @@ func TestSSERelayEventsWholeAndPrompt(t *testing.T) {
 				if err := w.Flush(); err != nil {
 					return
 				}
+				before := sent
 				sent += len(f.data)
-				if !f.awaitAck {
+				if f.ack == 0 {
 					continue
 				}
 				select {
 				case got := <-acks:
-					if got != sent {
-						t.Errorf("client acknowledged %d bytes, upstream sent %d", got, sent)
+					if got != before+f.ack {
+						t.Errorf("client acknowledged %d bytes, want %d", got, before+f.ack)
 						return
 					}
 				case <-time.After(5 * time.Second):
-					t.Errorf("client never received the %d bytes sent: a finished event was held back", sent)
+					t.Errorf("client never received the first %d bytes: a finished event was held back", before+f.ack)
 					return
 				}
 			}
 		})
 	})
-	ackAt := map[int]bool{}
-	for _, f := range flushes {
-		want = append(want, f.data...)
-		if f.awaitAck {
-			ackAt[len(want)] = true
-		}
-	}
 
 	client := &fasthttp.HostClient{Addr: addr, StreamResponseBody: true}
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
@@ -254,5 +257,55 @@ func TestSSERelayCoalescesBufferedChunks(t *testing.T) {
 	}
 	if chunks != 1 {
 		t.Fatalf("the burst left in %d chunks, want 1", chunks)
+	}
+}
+
+func TestLastEventEnd(t *testing.T) {
+	for in, want := range map[string]int{
+		"":                           0,
+		"data: a":                    0,
+		"data: a\n\n":                9,
+		"data: a\n\ndata: b":         9,
+		"data: a\r\n\r\ndata: b":     11,
+		"data: a\n\ndata: b\n\n":     18,
+		"data: a\n\ndata: b\r\n\r\n": 20,
+	} {
+		if got := lastEventEnd([]byte(in)); got != want {
+			t.Errorf("lastEventEnd(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+// bodyWriterTo is a body that fasthttp relays through WriteTo.
+type bodyWriterTo struct {
+	io.Reader
+	saw io.Writer
+}
+
+func (b *bodyWriterTo) SupportsBodyWriteTo() bool { return true }
+
+func (b *bodyWriterTo) WriteTo(w io.Writer) (int64, error) {
+	b.saw = w
+	return io.Copy(w, b.Reader)
+}
+
+// The relay can reach the writer under fasthttp's chunk writer: if a
+// fasthttp upgrade moves it, this fails rather than the relay silently
+// flushing every chunk again.
+func TestChunkWriterLayout(t *testing.T) {
+	var resp fasthttp.Response
+	body := &bodyWriterTo{Reader: strings.NewReader("data: a\n\n")}
+	resp.SetBodyStream(body, -1)
+	var out bytes.Buffer
+	bw := bufio.NewWriter(&out)
+	if err := resp.Write(bw); err != nil {
+		t.Fatal(err)
+	}
+	if got := chunkWriter(body.saw); got != bw {
+		t.Fatalf("chunkWriter(%T) = %p, want the response's writer %p", body.saw, got, bw)
+	}
+	bw.Flush()
+	if !strings.HasSuffix(out.String(), "\r\n\r\n9\r\ndata: a\n\n\r\n0\r\n\r\n") {
+		t.Fatalf("response %q", out.String())
 	}
 }

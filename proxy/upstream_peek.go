@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"reflect"
+	"strconv"
 	"sync"
 	"unsafe"
 )
@@ -144,3 +146,62 @@ sizeEnd:
 	// b[i] is the size line's '\n'; then size bytes of data and CRLF.
 	return i < len(b) && len(b)-(i+1) >= size+2
 }
+
+// ended reports whether the rest of a chunked body is its final chunk, whole
+// in the buffer (without trailers): the next read returns the end of the body
+// without waiting.
+func (p *upstreamPeek) ended() bool {
+	if *p.contentLength != -1 || *p.chunkLeft != 0 {
+		return false
+	}
+	b, _ := p.br.Peek(p.br.Buffered())
+	return bytes.HasPrefix(b, lastChunk)
+}
+
+var lastChunk = []byte("0\r\n\r\n")
+
+// chunkWriterLayout is where fasthttp's chunked body writer keeps the
+// connection's buffered writer.
+var chunkWriterLayout struct {
+	once sync.Once
+	typ  reflect.Type // *chunkedBodyWriter
+	idx  int          // its w (*bufio.Writer)
+	ok   bool
+}
+
+// chunkWriter returns the buffered writer under the chunk writer fasthttp
+// hands to WriteTo, or nil. Writing the chunks there lets the relay choose
+// when to flush: only before it may wait for the upstream, and not before
+// the end of the body, whose last data then leaves with fasthttp's final
+// chunk in one write. Found and checked like upstreamPeek.
+func chunkWriter(w io.Writer) *bufio.Writer {
+	l := &chunkWriterLayout
+	l.once.Do(func() {
+		t := reflect.TypeOf(w)
+		if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct || t.Elem().Name() != "chunkedBodyWriter" {
+			return
+		}
+		f, ok := t.Elem().FieldByName("w")
+		if !ok || f.Type != reflect.TypeFor[*bufio.Writer]() || len(f.Index) != 1 {
+			return
+		}
+		l.typ, l.idx, l.ok = t, f.Index[0], true
+	})
+	if !l.ok || reflect.TypeOf(w) != l.typ {
+		return nil
+	}
+	return (*bufio.Writer)(reflect.ValueOf(w).Elem().Field(l.idx).UnsafePointer())
+}
+
+// writeChunk frames p as one chunk of a chunked body into bw, unflushed.
+func writeChunk(bw *bufio.Writer, p []byte) error {
+	var size [16]byte
+	hdr := strconv.AppendInt(size[:0], int64(len(p)), 16)
+	hdr = append(hdr, '\r', '\n')
+	bw.Write(hdr)
+	bw.Write(p)
+	_, err := bw.Write(crlf)
+	return err
+}
+
+var crlf = []byte("\r\n")
