@@ -3,6 +3,8 @@
 package proxy
 
 import (
+	"bufio"
+	"io"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -50,5 +52,16 @@ func TestProxiedRequestAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(500, func() { h.do(t, req, resp) })
 	if allocs != 0 {
 		t.Fatalf("%v allocations per proxied request", allocs)
+	}
+}
+
+// The SSE relay frames a chunk per burst of events: that must not allocate.
+func TestWriteChunkAllocatesNothing(t *testing.T) {
+	bw, p := bufio.NewWriterSize(io.Discard, 4096), []byte("data: a\n\n")
+	if allocs := testing.AllocsPerRun(100, func() {
+		writeChunk(bw, p)
+		bw.Flush()
+	}); allocs > 0 {
+		t.Fatalf("writeChunk allocates: %v per call", allocs)
 	}
 }

@@ -309,3 +309,18 @@ func TestChunkWriterLayout(t *testing.T) {
 		t.Fatalf("response %q", out.String())
 	}
 }
+
+func TestWriteChunk(t *testing.T) {
+	for _, n := range []int{1, 9, 15, 16, 255, 256, 4095, 32 << 10} {
+		var out bytes.Buffer
+		bw := bufio.NewWriter(&out)
+		p := bytes.Repeat([]byte("x"), n)
+		if err := writeChunk(bw, p); err != nil {
+			t.Fatal(err)
+		}
+		bw.Flush()
+		if want := fmt.Sprintf("%x\r\n%s\r\n", n, p); out.String() != want {
+			t.Fatalf("chunk of %d: %.40q, want %.40q", n, out.String(), want)
+		}
+	}
+}

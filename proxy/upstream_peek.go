@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"io"
 	"reflect"
-	"strconv"
 	"sync"
 	"unsafe"
 )
@@ -195,13 +194,15 @@ func chunkWriter(w io.Writer) *bufio.Writer {
 
 // writeChunk frames p as one chunk of a chunked body into bw, unflushed.
 func writeChunk(bw *bufio.Writer, p []byte) error {
-	var size [16]byte
-	hdr := strconv.AppendInt(size[:0], int64(len(p)), 16)
-	hdr = append(hdr, '\r', '\n')
-	bw.Write(hdr)
+	shift := 0
+	for len(p)>>shift > 0xf {
+		shift += 4
+	}
+	for ; shift >= 0; shift -= 4 {
+		bw.WriteByte(hexDigits[len(p)>>shift&0xf])
+	}
+	bw.WriteString("\r\n")
 	bw.Write(p)
-	_, err := bw.Write(crlf)
+	_, err := bw.WriteString("\r\n")
 	return err
 }
-
-var crlf = []byte("\r\n")
