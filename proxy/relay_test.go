@@ -324,3 +324,56 @@ func TestWriteChunk(t *testing.T) {
 		}
 	}
 }
+
+// An SSE body the upstream frames by length or by closing the connection,
+// instead of chunks, is relayed whole too.
+func TestSSERelayUnchunkedUpstream(t *testing.T) {
+	events := "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\ndata: [DONE]\n\n"
+	for name, head := range map[string]string{
+		"content-length": fmt.Sprintf("Content-Length: %d\r\n", len(events)),
+		"close":          "Connection: close\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			upLn, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer upLn.Close()
+			go func() {
+				for {
+					c, err := upLn.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer c.Close()
+						var req fasthttp.Request
+						if err := req.Read(bufio.NewReader(c)); err != nil {
+							return
+						}
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"+head+"\r\n")
+						for _, ev := range strings.SplitAfter(events, "\n\n") {
+							io.WriteString(c, ev) // an event per write
+							time.Sleep(5 * time.Millisecond)
+						}
+					}()
+				}
+			}()
+			addr := gatewayFor(t, upLn.Addr().String())
+			client := &fasthttp.HostClient{Addr: addr}
+			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(resp)
+			req.Header.SetMethod(fasthttp.MethodPost)
+			req.SetRequestURI("http://" + addr + "/v1/router/beta/v1/chat/completions")
+			req.Header.Set("Authorization", "Bearer key-1")
+			req.SetBodyString(`{"model":"m","stream":true,"messages":[]}`)
+			if err := client.Do(req, resp); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode() != 200 || string(resp.Body()) != events {
+				t.Fatalf("%d %q, want %q", resp.StatusCode(), resp.Body(), events)
+			}
+		})
+	}
+}
