@@ -660,62 +660,16 @@ func (c *call) WriteTo(w io.Writer) (int64, error) {
 // only before a read that may wait, so the last events leave together with
 // the end of the body.
 func (c *call) writeEventsTo(w io.Writer) (int64, error) {
-	peek, canPeek := &c.peek, c.canPeek
 	bw := chunkWriter(w)
 	var written int64
 	for {
-		if bw != nil && !(canPeek && (peek.ready() || peek.ended())) {
+		if bw != nil && !c.upstreamReady() && !(c.canPeek && c.peek.ended()) {
 			if err := bw.Flush(); err != nil {
 				return written, err
 			}
 		}
-		n, err := c.Read(c.ssePeek[:])
-		if n == 0 {
-			if err == nil {
-				continue
-			}
-			if err == io.EOF {
-				return written, nil
-			}
-			return written, err
-		}
-		bp := relayBufPool.Get().(*[]byte)
-		buf := append((*bp)[:0], c.ssePeek[:n]...)
-		for err == nil && len(buf) < cap(buf) {
-			if !canPeek || !peek.ready() {
-				if !c.heads.midEvent() {
-					break
-				}
-				// The rest of this event may take a while: what is finished goes first.
-				if end := lastEventEnd(buf); end > 0 {
-					m, werr := c.writeEvents(w, bw, buf[:end])
-					written += int64(m)
-					if werr != nil {
-						relayBufPool.Put(bp)
-						return written, werr
-					}
-					buf = buf[:copy(buf, buf[end:])]
-				}
-				if bw != nil {
-					if ferr := bw.Flush(); ferr != nil {
-						relayBufPool.Put(bp)
-						return written, ferr
-					}
-				}
-			}
-			var m int
-			m, err = c.Read(buf[len(buf):cap(buf)])
-			buf = buf[:len(buf)+m]
-			if m == 0 {
-				break
-			}
-		}
-		m, werr := c.writeEvents(w, bw, buf)
-		written += int64(m)
-		relayBufPool.Put(bp)
-		if werr != nil {
-			return written, werr
-		}
+		n, err := c.relayEvents(w, bw)
+		written += n
 		if err == io.EOF {
 			return written, nil
 		}
@@ -725,9 +679,59 @@ func (c *call) writeEventsTo(w io.Writer) (int64, error) {
 	}
 }
 
+// relayEvents relays one round of writeEventsTo: the wait in the small read,
+// then what can be gathered after it, written as one chunk.
+func (c *call) relayEvents(w io.Writer, bw *bufio.Writer) (int64, error) {
+	n, err := c.Read(c.ssePeek[:])
+	if n == 0 {
+		return 0, err
+	}
+	bp := relayBufPool.Get().(*[]byte)
+	defer relayBufPool.Put(bp)
+	buf := append((*bp)[:0], c.ssePeek[:n]...)
+	var written int64
+	for err == nil && len(buf) < cap(buf) {
+		if !c.upstreamReady() {
+			if !c.heads.midEvent() {
+				break
+			}
+			// The rest of this event may take a while: what is finished goes first.
+			if end := lastEventEnd(buf); end > 0 {
+				m, werr := writeEvents(w, bw, buf[:end])
+				written += int64(m)
+				if werr != nil {
+					return written, werr
+				}
+				buf = buf[:copy(buf, buf[end:])]
+			}
+			if bw != nil {
+				if werr := bw.Flush(); werr != nil {
+					return written, werr
+				}
+			}
+		}
+		var m int
+		m, err = c.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if m == 0 {
+			break
+		}
+	}
+	m, werr := writeEvents(w, bw, buf)
+	written += int64(m)
+	if werr != nil {
+		return written, werr
+	}
+	return written, err
+}
+
+// upstreamReady reports whether the next read of the upstream body returns
+// data without waiting (see upstreamPeek); false when that cannot be seen.
+func (c *call) upstreamReady() bool { return c.canPeek && c.peek.ready() }
+
 // writeEvents writes p as one chunk: into bw unflushed when there is one,
 // else through w, which flushes.
-func (c *call) writeEvents(w io.Writer, bw *bufio.Writer, p []byte) (int, error) {
+func writeEvents(w io.Writer, bw *bufio.Writer, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}

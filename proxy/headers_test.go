@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"log/slog"
@@ -55,6 +56,36 @@ func rawUpstreamGateway(t *testing.T, h fasthttp.RequestHandler) string {
 	go up.Serve(upLn)
 	t.Cleanup(func() { up.Shutdown() })
 	return gatewayFor(t, upLn.Addr().String())
+}
+
+// rawTCPUpstream serves, on each connection, one request read whole and
+// then respond's bytes as they are written, for answers a fasthttp server
+// would not frame that way. It returns the listener's address.
+func rawTCPUpstream(t *testing.T, respond func(c net.Conn, br *bufio.Reader)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				var req fasthttp.Request
+				if err := req.Read(br); err != nil {
+					return
+				}
+				respond(c, br)
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
 
 // gatewayFor starts a gateway in front of the beta upstream at upstream (key

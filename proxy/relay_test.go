@@ -114,27 +114,16 @@ func TestSSERelayEventsWholeAndPrompt(t *testing.T) {
 // if a fasthttp upgrade moves the fields it reads, this fails rather than
 // the relay silently writing one chunk per event again.
 func TestUpstreamPeekLayout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		bufio.NewReader(c).ReadString('\n') // the request line is enough
+	addr := rawTCPUpstream(t, func(c net.Conn, _ *bufio.Reader) {
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"+
 			"9\r\ndata: a\n\n\r\n9\r\ndata: b\n\n\r\n0\r\n\r\n")
 		time.Sleep(time.Second)
-	}()
-	client := &fasthttp.HostClient{Addr: ln.Addr().String(), StreamResponseBody: true}
+	})
+	client := &fasthttp.HostClient{Addr: addr, StreamResponseBody: true}
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI("http://" + ln.Addr().String() + "/")
+	req.SetRequestURI("http://" + addr + "/")
 	if err := client.Do(req, resp); err != nil {
 		t.Fatal(err)
 	}
@@ -185,11 +174,6 @@ func TestChunkBuffered(t *testing.T) {
 // Events the upstream sent in one burst leave the gateway in one write: the
 // client reads them in a single chunk.
 func TestSSERelayCoalescesBufferedChunks(t *testing.T) {
-	upLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer upLn.Close()
 	var events, wire bytes.Buffer
 	for i := range 20 {
 		ev := fmt.Sprintf("data: {\"choices\":[{\"delta\":{\"content\":\"word %d\"}}]}\n\n", i)
@@ -198,26 +182,11 @@ func TestSSERelayCoalescesBufferedChunks(t *testing.T) {
 	}
 	events.WriteString("data: [DONE]\n\n")
 	fmt.Fprintf(&wire, "%x\r\n%s\r\n0\r\n\r\n", len("data: [DONE]\n\n"), "data: [DONE]\n\n")
-	go func() {
-		for {
-			c, err := upLn.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				var req fasthttp.Request
-				if err := req.Read(br); err != nil {
-					return
-				}
-				// Headers and every event in one write: they arrive together.
-				c.Write(append([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"), wire.Bytes()...))
-				br.ReadByte() // hold the connection until the gateway drops it
-			}()
-		}
-	}()
-	addr := gatewayFor(t, upLn.Addr().String())
+	addr := gatewayFor(t, rawTCPUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		// Headers and every event in one write: they arrive together.
+		c.Write(append([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"), wire.Bytes()...))
+		br.ReadByte() // hold the connection until the gateway drops it
+	}))
 
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -334,32 +303,13 @@ func TestSSERelayUnchunkedUpstream(t *testing.T) {
 		"close":          "Connection: close\r\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			upLn, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer upLn.Close()
-			go func() {
-				for {
-					c, err := upLn.Accept()
-					if err != nil {
-						return
-					}
-					go func() {
-						defer c.Close()
-						var req fasthttp.Request
-						if err := req.Read(bufio.NewReader(c)); err != nil {
-							return
-						}
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"+head+"\r\n")
-						for _, ev := range strings.SplitAfter(events, "\n\n") {
-							io.WriteString(c, ev) // an event per write
-							time.Sleep(5 * time.Millisecond)
-						}
-					}()
+			addr := gatewayFor(t, rawTCPUpstream(t, func(c net.Conn, _ *bufio.Reader) {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"+head+"\r\n")
+				for _, ev := range strings.SplitAfter(events, "\n\n") {
+					io.WriteString(c, ev) // an event per write
+					time.Sleep(5 * time.Millisecond)
 				}
-			}()
-			addr := gatewayFor(t, upLn.Addr().String())
+			}))
 			client := &fasthttp.HostClient{Addr: addr}
 			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 			defer fasthttp.ReleaseRequest(req)
