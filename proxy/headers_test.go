@@ -92,24 +92,31 @@ func rawTCPUpstream(t *testing.T, respond func(c net.Conn, br *bufio.Reader)) st
 // key-1, model m) and returns its address.
 func gatewayFor(t *testing.T, upstream string) string {
 	t.Helper()
-	cfg, err := ParseConfig([]byte(fmt.Sprintf(`
+	return serveGateway(t, fmt.Sprintf(`
 keys: [{id: k, key: key-1}]
 upstreams: [{name: u, family: beta, base_url: "http://%s/v1", api_key: up}]
 models: [{id: m, upstreams: [u]}]
-`, upstream)), func(string) (string, bool) { return "", false })
+`, upstream), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+// serveGateway starts a gateway with the config yaml on a loopback port and
+// returns its address; it stops with the test.
+func serveGateway(tb testing.TB, yaml string, opts Options) string {
+	tb.Helper()
+	cfg, err := ParseConfig([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	gw, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	gw, err := New(cfg, opts)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	srv := gw.NewServer()
 	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Shutdown() })
+	tb.Cleanup(func() { srv.Shutdown() })
 	return ln.Addr().String()
 }

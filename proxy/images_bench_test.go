@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -101,23 +100,7 @@ func startImageBench(b *testing.B) ([]string, string) {
 	if len(sims) != 2 {
 		b.Fatalf("simulator process said %q", line)
 	}
-	yaml := fmt.Sprintf(testConfigYAML, sims[0], sims[1], HashKey(keyB))
-	cfg, err := ParseConfig([]byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		b.Fatal(err)
-	}
-	gw, err := New(cfg, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := gw.NewServer()
-	go srv.Serve(ln)
-	b.Cleanup(func() { srv.Shutdown() })
-	return sims, ln.Addr().String()
+	return sims, startBenchGateway(b, sims, Options{})
 }
 
 const imageBenchSimEnv = "MODELGATE_IMAGE_BENCH_SIM"

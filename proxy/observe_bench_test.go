@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -100,23 +99,7 @@ var benchClient = &fasthttp.Client{MaxConnsPerHost: 64}
 
 func startBenchGateway(b *testing.B, sims []string, opts Options) string {
 	b.Helper()
-	yaml := fmt.Sprintf(testConfigYAML, sims[0], sims[1], HashKey(keyB))
-	cfg, err := ParseConfig([]byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		b.Fatal(err)
-	}
-	gw, err := New(cfg, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := gw.NewServer()
-	go srv.Serve(ln)
-	b.Cleanup(func() { srv.Shutdown() })
-	return ln.Addr().String()
+	return serveGateway(b, fmt.Sprintf(testConfigYAML, sims[0], sims[1], HashKey(keyB)), opts)
 }
 
 // BenchmarkFinish measures what a call's end costs: counters and histograms
