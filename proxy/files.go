@@ -43,6 +43,21 @@ func (g *Gateway) startFileCall(ctx *fasthttp.RequestCtx, ep endpoint) (*call, b
 	return c, ok
 }
 
+// startOwnedFileCall starts a call on one file: the checks of startFileCall, then the
+// file_id of the path, which must name one of the caller's unexpired files.
+func (g *Gateway) startOwnedFileCall(ctx *fasthttp.RequestCtx, ep endpoint) (*call, store.File, bool) {
+	c, ok := g.startFileCall(ctx, ep)
+	if !ok {
+		return c, store.File{}, false
+	}
+	id, ok := c.fileIDParam()
+	if !ok {
+		return c, store.File{}, false
+	}
+	f, ok := c.ownedFile(id)
+	return c, f, ok
+}
+
 // knownGroup refuses an /alpha/{group} base whose group is not configured: files are not
 // routed, but a typo in a base URL should fail here as it does for messages.
 func (c *call) knownGroup() bool {
@@ -104,16 +119,8 @@ func fileNotFound(id string) *Error {
 
 // filesGet answers the metadata of one of the caller's files.
 func (g *Gateway) filesGet(ctx *fasthttp.RequestCtx) {
-	c, ok := g.startFileCall(ctx, epFilesGet)
+	c, f, ok := g.startOwnedFileCall(ctx, epFilesGet)
 	defer c.end()
-	if !ok {
-		return
-	}
-	id, ok := c.fileIDParam()
-	if !ok {
-		return
-	}
-	f, ok := c.ownedFile(id)
 	if !ok {
 		return
 	}
@@ -125,20 +132,14 @@ func (g *Gateway) filesGet(ctx *fasthttp.RequestCtx) {
 
 // filesDelete removes one of the caller's files, bytes included.
 func (g *Gateway) filesDelete(ctx *fasthttp.RequestCtx) {
-	c, ok := g.startFileCall(ctx, epFilesDelete)
+	// The gateway's clock decides expiry for every call, so look first: a file expired by
+	// that clock is gone even if the store's clock has not reached its expiry yet.
+	c, f, ok := g.startOwnedFileCall(ctx, epFilesDelete)
 	defer c.end()
 	if !ok {
 		return
 	}
-	id, ok := c.fileIDParam()
-	if !ok {
-		return
-	}
-	// The gateway's clock decides expiry for every call, so look first: a file expired by
-	// that clock is gone even if the store's clock has not reached its expiry yet.
-	if _, ok := c.ownedFile(id); !ok {
-		return
-	}
+	id := f.ID
 	err := g.opts.Store.DeleteFile(c.keyID, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -159,20 +160,13 @@ func (g *Gateway) filesDelete(ctx *fasthttp.RequestCtx) {
 // filesContent refuses every download: uploaded files are never downloadable. The owner
 // is told so; anyone else is told the file does not exist. No byte of a file is read.
 func (g *Gateway) filesContent(ctx *fasthttp.RequestCtx) {
-	c, ok := g.startFileCall(ctx, epFilesContent)
+	c, f, ok := g.startOwnedFileCall(ctx, epFilesContent)
 	defer c.end()
 	if !ok {
 		return
 	}
-	id, ok := c.fileIDParam()
-	if !ok {
-		return
-	}
-	if _, ok := c.ownedFile(id); !ok {
-		return
-	}
 	c.fail(&Error{Status: 403, Reason: "not_downloadable",
-		Message: "file " + id + " is not downloadable: uploaded files can be referenced in messages but never downloaded"})
+		Message: "file " + f.ID + " is not downloadable: uploaded files can be referenced in messages but never downloaded"})
 }
 
 // replyJSON answers 200 with body, which is copied.
