@@ -182,9 +182,15 @@ func (c *call) authenticate() bool {
 		c.fail(errorf(401, "auth_missing", "missing API key: send Authorization: Bearer <key>"))
 		return false
 	}
+	return c.verifyKey(key, "invalid API key")
+}
+
+// verifyKey checks a non-empty caller key and sets keyID, or answers 401
+// with invalid as the message.
+func (c *call) verifyKey(key []byte, invalid string) bool {
 	id, ok := c.st.keys.Verify(key)
 	if !ok {
-		c.fail(errorf(401, "auth_invalid", "invalid API key"))
+		c.fail(errorf(401, "auth_invalid", invalid))
 		return false
 	}
 	c.keyID = id

@@ -176,13 +176,7 @@ func (c *call) authenticateGamma() bool {
 		c.fail(errorf(401, "auth_missing", msg))
 		return false
 	}
-	id, ok := c.st.keys.Verify(key)
-	if !ok {
-		c.fail(errorf(401, "auth_invalid", "invalid API key in x-gamma-api-key"))
-		return false
-	}
-	c.keyID = id
-	return true
+	return c.verifyKey(key, "invalid API key in x-gamma-api-key")
 }
 
 // gammaRoute returns the gamma route of an eligible model: a registered image
