@@ -99,17 +99,12 @@ func (f *Fields) scanMembers(b []byte, i int) (int, error) {
 			return end, err
 		}
 		f.member(key, i, span{valueStart, end})
-		if i = skipWS(b, end); i >= len(b) {
-			return i, syntaxError(i, "unexpected end of input")
-		}
-		switch b[i] {
-		case ',':
-			i = skipWS(b, i+1)
-		case '}':
-			f.lastMember(end)
-			return i + 1, nil
-		default:
-			return i, syntaxError(i, "expected ',' or '}' after object member")
+		var closed bool
+		if i, closed, err = afterElement(b, end, '}'); err != nil || closed {
+			if closed {
+				f.lastMember(end)
+			}
+			return i, err
 		}
 	}
 }

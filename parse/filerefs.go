@@ -115,16 +115,9 @@ func (r *FileRefs) object(b []byte, i, depth int) (int, error) {
 		if source && b[start] == '{' {
 			r.source(b, start, end, before)
 		}
-		if i = skipWS(b, end); i >= len(b) {
-			return i, syntaxError(i, "unexpected end of input")
-		}
-		switch b[i] {
-		case ',':
-			i = skipWS(b, i+1)
-		case '}':
-			return i + 1, nil
-		default:
-			return i, syntaxError(i, "expected ',' or '}' after object member")
+		var closed bool
+		if i, closed, err = afterElement(b, end, '}'); err != nil || closed {
+			return i, err
 		}
 	}
 }
@@ -142,16 +135,9 @@ func (r *FileRefs) array(b []byte, i, depth int) (int, error) {
 		if err != nil {
 			return end, err
 		}
-		if i = skipWS(b, end); i >= len(b) {
-			return i, syntaxError(i, "unexpected end of input")
-		}
-		switch b[i] {
-		case ',':
-			i = skipWS(b, i+1)
-		case ']':
-			return i + 1, nil
-		default:
-			return i, syntaxError(i, "expected ',' or ']' after array element")
+		var closed bool
+		if i, closed, err = afterElement(b, end, ']'); err != nil || closed {
+			return i, err
 		}
 	}
 }

@@ -174,3 +174,21 @@ func skipDigits(b []byte, i int) int {
 	}
 	return i
 }
+
+// afterElement reads what follows a member or element that ends at b[end]
+// inside a container closed by closer ('}' or ']'): a ',' (next is where the
+// following one starts) or closer (next is just past it, and closed is true).
+func afterElement(b []byte, end int, closer byte) (next int, closed bool, err error) {
+	i := skipWS(b, end)
+	switch {
+	case i >= len(b):
+		return i, false, syntaxError(i, "unexpected end of input")
+	case b[i] == ',':
+		return skipWS(b, i+1), false, nil
+	case b[i] == closer:
+		return i + 1, true, nil
+	case closer == ']':
+		return i, false, syntaxError(i, "expected ',' or ']' after array element")
+	}
+	return i, false, syntaxError(i, "expected ',' or '}' after object member")
+}
