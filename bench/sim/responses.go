@@ -286,11 +286,7 @@ func appendItemPage(b []byte, items []inputItem, after []byte, limit int) []byte
 func (s *Server) responsesInputTokens(ctx *fasthttp.RequestCtx) {
 	p := parserPool.Get()
 	defer parserPool.Put(p)
-	v, ok := s.parseBody(ctx, famBeta, p)
-	if !ok || !checkBetaFields(ctx, v, inputTokensFields) {
-		return
-	}
-	prev, ok := s.previous(ctx, v)
+	v, prev, ok := s.parseAux(ctx, p, inputTokensFields)
 	if !ok {
 		return
 	}
@@ -311,6 +307,17 @@ func (s *Server) responsesInputTokens(ctx *fasthttp.RequestCtx) {
 	setJSON(ctx, 200, append(b, '}'))
 }
 
+// parseAux parses the body of input_tokens or compact, refuses fields outside
+// allowed, and looks up its previous_response_id (prev is nil without one).
+func (s *Server) parseAux(ctx *fasthttp.RequestCtx, p *fastjson.Parser, allowed map[string]struct{}) (v *fastjson.Value, prev *storedResponse, ok bool) {
+	v, ok = s.parseBody(ctx, famBeta, p)
+	if !ok || !checkBetaFields(ctx, v, allowed) {
+		return nil, nil, false
+	}
+	prev, ok = s.previous(ctx, v)
+	return v, prev, ok
+}
+
 // rawLen is the length of v's JSON, 0 for nil.
 func rawLen(v *fastjson.Value) int {
 	if v == nil {
@@ -323,11 +330,7 @@ func rawLen(v *fastjson.Value) int {
 func (s *Server) responsesCompact(ctx *fasthttp.RequestCtx) {
 	p := parserPool.Get()
 	defer parserPool.Put(p)
-	v, ok := s.parseBody(ctx, famBeta, p)
-	if !ok || !checkBetaFields(ctx, v, compactFields) {
-		return
-	}
-	prev, ok := s.previous(ctx, v)
+	v, prev, ok := s.parseAux(ctx, p, compactFields)
 	if !ok {
 		return
 	}
