@@ -445,6 +445,9 @@ var strippedRequestHeaders = [][]byte{
 // strippedByLen lists, by name length, the indexes in strippedRequestHeaders
 // of the names of that length.
 var strippedByLen = func() (t [24][]uint8) {
+	if len(strippedRequestHeaders) > 32 {
+		panic("proxy: prepare marks stripped headers in a uint32")
+	}
 	for i, h := range strippedRequestHeaders {
 		t[len(h)] = append(t[len(h)], uint8(i))
 	}
@@ -624,8 +627,8 @@ const ssePeekSize = 96
 // held while the stream idles.
 func (c *call) SupportsBodyWriteTo() bool { return c.fixedSize || c.sse }
 
-// WriteTo relays the upstream body to w, one write and one flush per upstream
-// read (for a chunked body w frames each write as a chunk and flushes).
+// WriteTo relays the upstream body to w: SSE through writeEventsTo, any other
+// body with one write and one flush per upstream read.
 func (c *call) WriteTo(w io.Writer) (int64, error) {
 	if c.sse {
 		return c.writeEventsTo(w)
