@@ -25,6 +25,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy"
+	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -75,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var cfg *proxy.Config
+	var cfg *config.Config
 	var demo *demoUpstream
 	if *configPath == "" {
 		demo, err = startDemo()
@@ -86,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		cfg = demo.cfg
 		log.Warn("no provider configured: serving the offline demo against the bundled upstream simulator",
 			"simulator", demo.addr, "demo_key", demo.key, "models", demo.models)
-	} else if cfg, err = proxy.LoadConfig(*configPath); err != nil {
+	} else if cfg, err = config.Load(*configPath); err != nil {
 		return err
 	}
 	if *listen != "" {
@@ -133,7 +134,7 @@ type serveOptions struct {
 	access      *slog.Logger // nil: no access log
 }
 
-func serve(cfg *proxy.Config, o serveOptions) error {
+func serve(cfg *config.Config, o serveOptions) error {
 	log := o.log
 	// Take the signals before anything is announced: a SIGHUP that arrives
 	// right after "listening" must reload, not kill the process.
@@ -238,7 +239,7 @@ func reload(gw *proxy.Gateway, configPath string, log *slog.Logger) {
 		log.Warn("reload ignored: the demo has no config file")
 		return
 	}
-	cfg, err := proxy.LoadConfig(configPath)
+	cfg, err := config.Load(configPath)
 	if err == nil {
 		cfg.Listen = gw.Config().Listen
 		err = gw.Reload(cfg)
@@ -281,7 +282,7 @@ func check(args []string, stdout, stderr io.Writer) error {
 	if *configPath == "" {
 		return errors.New("check: -config FILE is required")
 	}
-	cfg, err := proxy.LoadConfig(*configPath)
+	cfg, err := config.Load(*configPath)
 	if err != nil {
 		return err
 	}
