@@ -72,34 +72,43 @@ func BenchmarkListFiles100(b *testing.B) {
 	}
 }
 
+// BenchmarkPutResponse shows the cost of one acknowledged record at each durability level.
 func BenchmarkPutResponse(b *testing.B) {
-	p := newDiskEnv(b, PebbleOptions{}).open()
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		i++
-		r := Response{ID: fmt.Sprintf("resp_%016d", i), Owner: "team-a", Model: "model-x", Deployment: "beta-east", Created: t0}
-		if err := p.PutResponse(r); err != nil {
-			b.Fatal(err)
-		}
+	for _, d := range []Durability{DurabilityProcess, DurabilityMachine} {
+		b.Run(d.String(), func(b *testing.B) {
+			p := newDiskEnv(b, PebbleOptions{Durability: d}).open()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				r := Response{ID: fmt.Sprintf("resp_%016d", i), Owner: "team-a", Model: "model-x", Deployment: "beta-east", Created: t0}
+				if err := p.PutResponse(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
-// BenchmarkPutResponseParallel shows Pebble's group commit: concurrent synced writes share
-// fsyncs.
+// BenchmarkPutResponseParallel shows Pebble's group commit: at DurabilityMachine concurrent
+// synced writes share fsyncs.
 func BenchmarkPutResponseParallel(b *testing.B) {
-	p := newDiskEnv(b, PebbleOptions{}).open()
-	var n atomic.Int64
-	b.ReportAllocs()
-	b.SetParallelism(8)
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			r := Response{ID: fmt.Sprintf("resp_%016d", n.Add(1)), Owner: "team-a", Model: "model-x", Deployment: "beta-east", Created: t0}
-			if err := p.PutResponse(r); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	for _, d := range []Durability{DurabilityProcess, DurabilityMachine} {
+		b.Run(d.String(), func(b *testing.B) {
+			p := newDiskEnv(b, PebbleOptions{Durability: d}).open()
+			var n atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					r := Response{ID: fmt.Sprintf("resp_%016d", n.Add(1)), Owner: "team-a", Model: "model-x", Deployment: "beta-east", Created: t0}
+					if err := p.PutResponse(r); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
 }
 
 func BenchmarkGetResponse(b *testing.B) {

@@ -42,6 +42,9 @@ type PebbleOptions struct {
 	Logger pebble.Logger
 	// Now is the clock of DeleteFile's expiry check; nil means time.Now.
 	Now func() time.Time
+	// Durability is what an acknowledged write survives; the zero value is
+	// DurabilityProcess.
+	Durability Durability
 }
 
 // EnsureDefaults fills the zero fields of o with their defaults.
@@ -74,6 +77,9 @@ func (o *PebbleOptions) Validate() error {
 	if o.CacheSize < 0 {
 		return fmt.Errorf("store: CacheSize %d is negative", o.CacheSize)
 	}
+	if o.Durability > DurabilityMachine {
+		return fmt.Errorf("store: Durability %d is unknown", o.Durability)
+	}
 	return nil
 }
 
@@ -103,19 +109,23 @@ type Pebble struct {
 
 var _ Store = (*Pebble)(nil)
 
-// OpenPebble opens (or creates) the store in dir. Before it returns it removes the chunks of
-// uploads that a crash cut short and loads the file counters from the metadata: two scans
-// whose cost grows with the number of stored files, not with their bytes (the scan of the
-// data seeks past each file's chunks).
+// OpenPebble opens (or creates) the store in dir, acknowledging writes at opts.Durability.
+// Before it returns it removes the chunks of uploads that a crash cut short and loads the
+// file counters from the metadata: two scans whose cost grows with the number of stored
+// files, not with their bytes (the scan of the data seeks past each file's chunks).
 func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	fs := opts.FS
+	if opts.Durability == DurabilityProcess {
+		fs = unsyncedWALFS{fs}
+	}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
 	db, err := pebble.Open(dir, &pebble.Options{
-		FS:           opts.FS,
+		FS:           fs,
 		Cache:        cache,
 		MemTableSize: opts.MemTableSize,
 		Logger:       opts.Logger,

@@ -18,10 +18,10 @@ import (
 // dropped below.
 
 // PutFile streams r into chunks, runs the FileFinisher of r if it has one, then commits the
-// metadata and expiry entry in one synced batch: that commit is the moment the file becomes
-// visible. Chunks are committed without
-// sync, one per batch; the synced commit that follows makes them durable too, since the WAL
-// is synced in order. On failure the chunks written so far are deleted; should that deletion
+// metadata and expiry entry in one synced batch (synced as the store's Durability says):
+// that commit is the moment the file becomes visible. Chunks are committed without sync, one
+// per batch; the synced commit that follows makes them durable too, since the WAL is written
+// and synced in order. On failure the chunks written so far are deleted; should that deletion
 // not reach the disk, the sweep of the next OpenPebble finishes it.
 func (p *Pebble) PutFile(f File, r io.Reader, maxSize int64) (File, error) {
 	if err := validateFile(&f, maxSize); err != nil {

@@ -50,7 +50,8 @@ const (
 // Store holds ownership records and user-data files.
 //
 // Implementations are safe for concurrent use by many goroutines. A write that returns nil is
-// durable: it survives a crash of the process or of the machine. Reclaim methods are
+// durable: it survives a crash of the gateway process (kill -9), and also a crash of the
+// machine when the engine is set to (see Durability). Reclaim methods are
 // idempotent and may run concurrently with each other and with every other method, from any
 // number of gateway nodes sharing the data.
 //
