@@ -115,7 +115,8 @@ func newEnv(t testing.TB, edit func(yaml string) string) *testEnv {
 func (e *testEnv) start() {
 	t := e.t
 	log := slog.New(slog.NewJSONHandler(io.MultiWriter(e.logBuf), nil))
-	st, err := store.OpenPebble(e.dir, store.PebbleOptions{Logger: store.SlogLogger(log)})
+	durability, _ := store.ParseDurability(e.cfg.Store.Durability)
+	st, err := store.OpenPebble(e.dir, store.PebbleOptions{Logger: store.SlogLogger(log), Durability: durability})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,19 @@ import (
 )
 
 // BenchmarkResponsesCreate compares a create whose ownership record is
-// written (fsync'd by Pebble, group-committed across concurrent calls) with
-// the same create sent with "store": false, which is not recorded.
+// written, at each store durability (machine: fsync'd by Pebble,
+// group-committed across concurrent calls; process: written to the kernel),
+// with the same create sent with "store": false, which is not recorded.
 func BenchmarkResponsesCreate(b *testing.B) {
-	e := newEnv(b, nil)
+	for _, d := range []string{"process", "machine"} {
+		b.Run(d, func(b *testing.B) {
+			e := newEnv(b, func(yaml string) string { return yaml + "store: {durability: " + d + "}\n" })
+			benchResponsesCreate(b, e)
+		})
+	}
+}
+
+func benchResponsesCreate(b *testing.B, e *testEnv) {
 	f := func(name, body string, parallelism int) {
 		b.Run(name, func(b *testing.B) {
 			b.SetParallelism(parallelism)

@@ -90,7 +90,10 @@ func (g *durableGateway) do(method, path, contentType string, body io.Reader, ke
 	return resp.StatusCode, b, err
 }
 
-func durableConfig(t *testing.T) string {
+// durabilities are the store.durability levels; every kill -9 test runs at each.
+var durabilities = []string{"process", "machine"}
+
+func durableConfig(t *testing.T, durability string) string {
 	t.Helper()
 	var addrs []string
 	for _, n := range []string{"d1", "d2"} {
@@ -103,13 +106,13 @@ func durableConfig(t *testing.T) string {
 	}
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`
-store: {path: %q}
+store: {path: %q, durability: %s}
 keys: [{id: team-a, key: key-a}]
 upstreams:
   - {name: d1, family: beta, base_url: "http://%s/v1", api_key: up-beta}
   - {name: d2, family: beta, base_url: "http://%s/v1", api_key: up-beta}
 models: [{id: chat-model, upstreams: [d1, d2]}]
-`, filepath.Join(dir, "data"), addrs[0], addrs[1])
+`, filepath.Join(dir, "data"), durability, addrs[0], addrs[1])
 	path := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -117,27 +120,67 @@ models: [{id: chat-model, upstreams: [d1, d2]}]
 	return path
 }
 
-// A Responses record acknowledged before kill -9 is there after a restart:
-// the response can be retrieved and continued.
+// Responses creates race a kill -9 at each durability level: every record
+// acknowledged before it is there after a restart, and the response can be
+// retrieved and continued.
 func TestResponsesSurviveKill9(t *testing.T) {
-	config := durableConfig(t)
-	g := startDurable(t, config)
-	status, body, err := g.do("POST", "/v1/router/beta/v1/responses", "application/json",
-		strings.NewReader(`{"model":"chat-model","input":"remember me"}`), "key-a")
-	if err != nil || status != 200 {
-		t.Fatalf("create: %d %s %v", status, body, err)
+	for _, d := range durabilities {
+		t.Run(d, func(t *testing.T) { testResponsesSurviveKill9(t, d) })
 	}
-	var created struct{ ID string }
-	json.Unmarshal(body, &created)
+}
+
+func testResponsesSurviveKill9(t *testing.T, durability string) {
+	config := durableConfig(t, durability)
+	g := startDurable(t, config)
+	const enough = 40
+	var mu sync.Mutex
+	var acked []string
+	reached := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				status, body, err := g.do("POST", "/v1/router/beta/v1/responses", "application/json",
+					strings.NewReader(`{"model":"chat-model","input":"remember me"}`), "key-a")
+				if err != nil {
+					return // the gateway was killed
+				}
+				var created struct{ ID string }
+				if status != 200 || json.Unmarshal(body, &created) != nil || created.ID == "" {
+					t.Errorf("create: %d %s", status, body)
+					return
+				}
+				mu.Lock()
+				acked = append(acked, created.ID)
+				if len(acked) == enough {
+					close(reached)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	select {
+	case <-reached:
+	case <-time.After(60 * time.Second):
+		t.Error("fewer than 40 creates were acknowledged in 60 s")
+	}
 	g.kill()
+	wg.Wait()
+	if len(acked) == 0 {
+		t.Fatal("no create was acknowledged")
+	}
 
 	g = startDurable(t, config)
-	status, body, err = g.do("GET", "/v1/router/beta/v1/responses/"+created.ID, "", nil, "key-a")
-	if err != nil || status != 200 {
-		t.Fatalf("retrieve after kill -9: %d %s %v", status, body, err)
+	for _, id := range acked {
+		status, body, err := g.do("GET", "/v1/router/beta/v1/responses/"+id, "", nil, "key-a")
+		if err != nil || status != 200 {
+			t.Fatalf("retrieve %s after kill -9 (%d acknowledged): %d %s %v", id, len(acked), status, body, err)
+		}
 	}
-	status, body, err = g.do("POST", "/v1/router/beta/v1/responses", "application/json",
-		strings.NewReader(`{"previous_response_id":"`+created.ID+`","input":"and now?"}`), "key-a")
+	status, body, err := g.do("POST", "/v1/router/beta/v1/responses", "application/json",
+		strings.NewReader(`{"previous_response_id":"`+acked[len(acked)-1]+`","input":"and now?"}`), "key-a")
 	if err != nil || status != 200 {
 		t.Fatalf("continue after kill -9: %d %s %v", status, body, err)
 	}
@@ -157,10 +200,16 @@ func smallPNG(t *testing.T, seed int) []byte {
 	return b.Bytes()
 }
 
-// Uploads race a kill -9: every acknowledged file is intact after the
-// restart, and no partial file is visible.
+// Uploads race a kill -9 at each durability level: every acknowledged file is
+// intact after the restart, and no partial file is visible.
 func TestUploadsSurviveKill9(t *testing.T) {
-	config := durableConfig(t)
+	for _, d := range durabilities {
+		t.Run(d, func(t *testing.T) { testUploadsSurviveKill9(t, d) })
+	}
+}
+
+func testUploadsSurviveKill9(t *testing.T, durability string) {
+	config := durableConfig(t, durability)
 	g := startDurable(t, config)
 	type acked struct {
 		id   string

@@ -141,7 +141,8 @@ func serve(cfg *config.Config, o serveOptions) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	st, err := store.OpenPebble(cfg.Store.Path, store.PebbleOptions{Logger: store.SlogLogger(log)})
+	durability, _ := store.ParseDurability(cfg.Store.Durability) // validated with the config
+	st, err := store.OpenPebble(cfg.Store.Path, store.PebbleOptions{Logger: store.SlogLogger(log), Durability: durability})
 	if err != nil {
 		return fmt.Errorf("cannot open store at %s: %w", cfg.Store.Path, err)
 	}
@@ -165,7 +166,7 @@ func serve(cfg *config.Config, o serveOptions) error {
 		log.Info("admin listening", "addr", lns[1].Addr().String())
 	}
 	stopJanitor := gw.StartJanitor()
-	log.Info("gateway listening", "addr", lns[0].Addr().String(), "store", cfg.Store.Path, "version", version)
+	log.Info("gateway listening", "addr", lns[0].Addr().String(), "store", cfg.Store.Path, "durability", cfg.Store.Durability, "version", version)
 
 	for {
 		select {

@@ -30,6 +30,10 @@ type Config struct {
 type Store struct {
 	Engine string `yaml:"engine"` // "pebble" (the default)
 	Path   string `yaml:"path"`   // directory of the embedded store
+	// Durability is what an acknowledged write survives: "process" (the default: the
+	// death of the gateway process, kill -9 included) or "machine" (also a crash of the
+	// machine or a power loss: each write waits for an fsync). See store.Durability.
+	Durability string `yaml:"durability"`
 }
 
 // Key is one caller. Exactly one of Key and SHA256 is set.

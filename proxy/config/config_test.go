@@ -30,7 +30,7 @@ func TestParseConfigExpandsEnvAndDefaults(t *testing.T) {
 	if cfg.Keys[0].Key != "secret-a" || cfg.Upstreams[0].APIKey != "up-key" {
 		t.Fatalf("env not expanded: %+v %+v", cfg.Keys[0], cfg.Upstreams[0])
 	}
-	if cfg.Listen != "127.0.0.1:8080" || cfg.Store.Engine != "pebble" || cfg.Store.Path != "./data" {
+	if cfg.Listen != "127.0.0.1:8080" || cfg.Store.Engine != "pebble" || cfg.Store.Path != "./data" || cfg.Store.Durability != "process" {
 		t.Fatalf("defaults: listen %q store %+v", cfg.Listen, cfg.Store)
 	}
 	if cfg.Timeouts.Connect.D() != 5*time.Second || cfg.Timeouts.FirstByte.D() != 10*time.Minute || cfg.Timeouts.Idle.D() != 5*time.Minute {
@@ -90,5 +90,18 @@ func TestConfigValidationNamesField(t *testing.T) {
 	f("bad group", base(okKeys, okUps, okModels)+"groups:\n  - {name: \"a/b\", upstreams: [u1]}\n", "groups[0].name")
 	f("group unknown upstream", base(okKeys, okUps, okModels)+"groups:\n  - {name: g, upstreams: [zz]}\n", "groups[0].upstreams[0]")
 	f("bad engine", base(okKeys, okUps, okModels)+"store: {engine: redis}\n", "store.engine")
+	f("bad durability", base(okKeys, okUps, okModels)+"store: {durability: fsync}\n", "store.durability")
 	f("bad expiry default", base(okKeys, okUps, okModels)+"files: {default_expires_in: 10m}\n", "files.default_expires_in")
+}
+
+func TestParseConfigStoreDurability(t *testing.T) {
+	for _, level := range []string{"process", "machine"} {
+		cfg, err := Parse([]byte(minimalConfig+"store: {durability: "+level+"}\n"), env(map[string]string{"KEY_A": "a", "UP": "u"}))
+		if err != nil {
+			t.Fatalf("%s: %v", level, err)
+		}
+		if cfg.Store.Durability != level {
+			t.Fatalf("store.durability = %q, want %q", cfg.Store.Durability, level)
+		}
+	}
 }

@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/modelgate/gateway/store"
+)
 
 // EnsureDefaults fills every zero field that has a default.
 func (c *Config) EnsureDefaults() {
@@ -12,6 +16,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Store.Path == "" {
 		c.Store.Path = "./data"
+	}
+	if c.Store.Durability == "" {
+		c.Store.Durability = store.DurabilityProcess.String()
 	}
 	setDefault(&c.Timeouts.Connect, 5*time.Second)
 	setDefault(&c.Timeouts.FirstByte, 10*time.Minute)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/store"
 )
 
 // problems collects what validation finds, in the order found; each error
@@ -24,6 +25,9 @@ func (c *Config) Validate() error {
 	var p problems
 	if c.Store.Engine != "pebble" {
 		p.add("store.engine", "unsupported engine %q (supported: pebble)", c.Store.Engine)
+	}
+	if _, ok := store.ParseDurability(c.Store.Durability); !ok {
+		p.add("store.durability", "must be process or machine, not %q", c.Store.Durability)
 	}
 	p.keys(c.Keys)
 	ups := p.upstreams(c.Upstreams)
