@@ -1,0 +1,129 @@
+package parse
+
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
+// Which top-level keys Peek reads, and how it tells them apart from every other key.
+//
+// A provider's decoder may take the first member of a repeated key where the gateway took the
+// last, and decoders such as Go's encoding/json match keys without regard to case, folding
+// Unicode as well (the Kelvin sign U+212A is "k", the long s U+017F is "s"). So a body in
+// which one of these keys appears twice, in any spelling that unescapes and folds to it, means
+// different things to different readers; so does a single member spelled as a case variant
+// ("MODEL"), which folding decoders take for the key and exact ones do not. Peek refuses both
+// with a *DuplicateFieldError. A key written with escapes only ("mod\u0065l") unescapes to the
+// key for every decoder and is accepted.
+
+// fieldKey names the top-level keys that Peek reads.
+type fieldKey uint8
+
+const (
+	keyOther fieldKey = iota
+	keyModel
+	keySessionID
+	keyPreviousResponseID
+	keyStream
+	keyStore  // read by the Responses create handler
+	keyPrompt // read by the images handler
+	numKeys
+)
+
+// keyNames are the exact spellings, indexed by fieldKey.
+var keyNames = [numKeys]string{"", "model", "session_id", "previous_response_id", "stream", "store", "prompt"}
+
+func (k fieldKey) String() string { return keyNames[k] }
+
+// whichKey matches the content of a key literal. exact is false when the key only folds to
+// the name (a case variant). Keys are decoded as they are compared; exact spellings take the
+// first switch, and any other key is compared only when its first byte and length allow it.
+func whichKey(raw []byte, escaped bool) (key fieldKey, exact bool) {
+	switch string(raw) {
+	case "model":
+		return keyModel, true
+	case "session_id":
+		return keySessionID, true
+	case "previous_response_id":
+		return keyPreviousResponseID, true
+	case "stream":
+		return keyStream, true
+	case "store":
+		return keyStore, true
+	case "prompt":
+		return keyPrompt, true
+	}
+	if !mayFold(raw, escaped) {
+		return keyOther, false
+	}
+	for k := keyModel; k < numKeys; k++ {
+		if ex, ok := foldEqual(raw, keyNames[k]); ok {
+			return k, ex
+		}
+	}
+	return keyOther, false
+}
+
+// mayFold is the cheap filter before foldEqual: the keys are 5 to 20 bytes, an escape takes
+// at most 6 bytes per letter, and they start with m, p or s in some case (or an escape, or a
+// non-ASCII letter such as the long s).
+func mayFold(raw []byte, escaped bool) bool {
+	if len(raw) < 5 || len(raw) > 6*20 || (!escaped && len(raw) > 3*20) {
+		return false
+	}
+	switch c := raw[0]; {
+	case c >= utf8.RuneSelf || c == '\\':
+		return true
+	default:
+		c |= 0x20
+		return c == 'm' || c == 'p' || c == 's'
+	}
+}
+
+// foldEqual reports whether the content of a valid key literal decodes and folds, as
+// encoding/json folds names, to name (lower-case ASCII), and whether it decodes to name
+// exactly. It does not allocate.
+func foldEqual(raw []byte, name string) (exact, ok bool) {
+	exact = true
+	j := 0
+	for i := 0; i < len(raw); {
+		r, n := rune(raw[i]), 1
+		switch {
+		case raw[i] == '\\':
+			if r, n = unescapeAt(raw, i); n == 0 {
+				return false, false
+			}
+		case raw[i] >= utf8.RuneSelf:
+			r, n = utf8.DecodeRune(raw[i:])
+		}
+		if j >= len(name) {
+			return false, false
+		}
+		if r != rune(name[j]) {
+			if foldRune(r) != foldRune(rune(name[j])) {
+				return false, false
+			}
+			exact = false
+		}
+		i += n
+		j++
+	}
+	return exact, j == len(name)
+}
+
+// foldRune returns the smallest rune of r's case-folding orbit, as encoding/json does.
+func foldRune(r rune) rune {
+	if r < utf8.RuneSelf {
+		if 'a' <= r && r <= 'z' {
+			r -= 'a' - 'A'
+		}
+		return r
+	}
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2
+		}
+		r = r2
+	}
+}
