@@ -37,6 +37,12 @@ var dupBodies = []struct{ body, field string }{
 	{`{"previouſ_reſponſe_id":"a","previous_response_id":"b"}`, "previous_response_id"},
 	{`{"ſeſſion_id":"a"}`, "session_id"},
 	{`{"ſtore":true}`, "store"},
+	// encoding/json/v2 ignores underscores and dashes when it ignores case
+	{`{"previousResponseId":"resp_other"}`, "previous_response_id"},
+	{`{"previous_response_id":"resp_mine","previous-response-id":"resp_other"}`, "previous_response_id"},
+	{`{"sessionId":"a"}`, "session_id"},
+	{`{"_model":"a"}`, "model"},
+	{`{"st_ream":true}`, "stream"},
 	// the duplicate wins over a later syntax error
 	{`{"model":"a","model":"b",`, "model"},
 }
@@ -81,6 +87,7 @@ func TestPeekAcceptsOtherKeys(t *testing.T) {
 		`{"model":"m","models":"x","mode":"y","Model_name":"z","stream_options":{},"Stream_Options":{}}`,
 		`{"model":"m","metadata":{"model":"a","MODEL":"b","model":"c"},"messages":[{"Model":"x"}]}`,
 		`{"model":"m","system":"s","ſystem":"t","stop":[],"seed":1,"prompt_cache_key":"k"}`,
+		`{"model":"m","session":"s","sessions_id":"t","_":1,"-----":2,"previous_response":"p"}`,
 		`{"mod\u0065l":"m","session\u005fid":"s","st\u006fre":false}`,
 		`{"modeI":"homoglyph","mode1":"x","modél":"y","strea":1,"streams":2}`,
 	} {

@@ -56,7 +56,12 @@ func whichKey(raw []byte, escaped bool) (key fieldKey, exact bool) {
 	if !mayFold(raw, escaped) {
 		return keyOther, false
 	}
+	first := raw[0] | 0x20 // a letter must be the name's first, in some case
+	letter := 'a' <= first && first <= 'z'
 	for k := keyModel; k < numKeys; k++ {
+		if letter && first != keyNames[k][0] {
+			continue
+		}
 		if ex, ok := foldEqual(raw, keyNames[k]); ok {
 			return k, ex
 		}
@@ -64,15 +69,15 @@ func whichKey(raw []byte, escaped bool) (key fieldKey, exact bool) {
 	return keyOther, false
 }
 
-// mayFold is the cheap filter before foldEqual: the keys are 5 to 20 bytes, an escape takes
-// at most 6 bytes per letter, and they start with m, p or s in some case (or an escape, or a
-// non-ASCII letter such as the long s).
+// mayFold is the cheap filter before foldEqual: the keys are at least 5 letters long and
+// start with m, p or s in some case, or with what a decoder may skip or decode to one of
+// them (a delimiter, an escape, a non-ASCII letter such as the long s).
 func mayFold(raw []byte, escaped bool) bool {
-	if len(raw) < 5 || len(raw) > 6*20 || (!escaped && len(raw) > 3*20) {
+	if len(raw) < 5 {
 		return false
 	}
 	switch c := raw[0]; {
-	case c >= utf8.RuneSelf || c == '\\':
+	case c >= utf8.RuneSelf || c == '\\' || c == '_' || c == '-':
 		return true
 	default:
 		c |= 0x20
@@ -80,11 +85,12 @@ func mayFold(raw []byte, escaped bool) bool {
 	}
 }
 
-// foldEqual reports whether the content of a valid key literal decodes and folds, as
-// encoding/json folds names, to name (lower-case ASCII), and whether it decodes to name
-// exactly. It does not allocate.
+// foldEqual reports whether the content of a valid key literal decodes and folds to name
+// (lower-case ASCII) the loosest way a decoder matches names: case-folded as encoding/json
+// does, and ignoring underscores and dashes as encoding/json/v2 does for case-insensitive
+// names ("previousResponseId"). exact reports whether it decodes to name exactly. It does
+// not allocate.
 func foldEqual(raw []byte, name string) (exact, ok bool) {
-	exact = true
 	j := 0
 	for i := 0; i < len(raw); {
 		r, n := rune(raw[i]), 1
@@ -96,19 +102,25 @@ func foldEqual(raw []byte, name string) (exact, ok bool) {
 		case raw[i] >= utf8.RuneSelf:
 			r, n = utf8.DecodeRune(raw[i:])
 		}
-		if j >= len(name) {
+		i += n
+		if r == '_' || r == '-' {
+			continue
+		}
+		for j < len(name) && name[j] == '_' {
+			j++
+		}
+		if j >= len(name) || foldRune(r) != foldRune(rune(name[j])) {
 			return false, false
 		}
-		if r != rune(name[j]) {
-			if foldRune(r) != foldRune(rune(name[j])) {
-				return false, false
-			}
-			exact = false
-		}
-		i += n
 		j++
 	}
-	return exact, j == len(name)
+	for j < len(name) && name[j] == '_' {
+		j++
+	}
+	if j != len(name) {
+		return false, false
+	}
+	return keyEqual(raw, name), true
 }
 
 // foldRune returns the smallest rune of r's case-folding orbit, as encoding/json does.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -151,14 +152,21 @@ func topLevel(body []byte) (keys []string, values []json.RawMessage) {
 	return keys, values
 }
 
+// undelimited drops underscores and dashes, as encoding/json/v2 does when it matches names
+// case-insensitively.
+func undelimited(s string) []byte {
+	return []byte(strings.NewReplacer("_", "", "-", "").Replace(s))
+}
+
 // duplicateOracle returns ErrDuplicateField when a key Peek reads appears twice or as a case
-// variant, matching keys as encoding/json does (bytes.EqualFold on the decoded key).
+// variant, matching keys as loosely as encoding/json (bytes.EqualFold on the decoded key) or
+// encoding/json/v2 (also ignoring underscores and dashes) does.
 func duplicateOracle(body []byte) error {
 	keys, _ := topLevel(body)
 	for _, name := range readKeys {
 		n, exact := 0, true
 		for _, k := range keys {
-			if bytes.EqualFold([]byte(k), []byte(name)) {
+			if bytes.EqualFold(undelimited(k), undelimited(name)) {
 				n, exact = n+1, exact && k == name
 			}
 		}

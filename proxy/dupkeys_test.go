@@ -57,7 +57,7 @@ func simDo(t *testing.T, e *testEnv, holder, path, body string) (int, []byte) {
 func TestDuplicatePreviousResponseIDCrossTenant(t *testing.T) {
 	e := newEnv(t, nil)
 	mine, theirs, holder := twoTenants(t, e)
-	spellings := []string{`"previous_response_id"`, `"previous\u005fresponse\u005fid"`, `"Previous_Response_Id"`, `"previouſ_response_id"`}
+	spellings := []string{`"previous_response_id"`, `"previous\u005fresponse\u005fid"`, `"Previous_Response_Id"`, `"previouſ_response_id"`, `"previousResponseId"`}
 	// What the provider does with such a body: compact hands back the other tenant's input.
 	status, got := simDo(t, e, holder, "/responses/compact",
 		`{"model":"chat-model","previous_response_id":"`+theirs+`","previous_response_id":"`+mine+`","input":"x"}`)
