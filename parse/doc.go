@@ -1,8 +1,10 @@
 // Package parse owns the gateway's zero-allocation looks into request and response bodies:
-// Peek reads the few top-level fields that routing needs from a JSON request body and checks
-// that the body is valid JSON, AppendWithoutSessionID splices the gateway's own session_id
-// member out of the raw bytes, Member reads one raw value out of a JSON object, Splitter
-// splits a server-sent-events stream into lines and events, and Scanner reads its events.
+// Peek reads the few top-level fields that routing needs from a JSON request body, checks
+// that the body is valid JSON and that no field the gateway reads appears twice or under a
+// spelling that another decoder would read differently (keys.go), AppendWithoutSessionID
+// splices the gateway's own session_id member out of the raw bytes, Member reads one raw
+// value out of a JSON object, Splitter splits a server-sent-events stream into lines and
+// events, and Scanner reads its events.
 //
 // It does not decode bodies into maps or structs, re-encode anything, know about providers,
 // routes or HTTP, or allocate on its hot paths once its reusable values are warm. Byte slices it

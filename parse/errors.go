@@ -24,6 +24,9 @@ var (
 	// ErrPreviousResponseIDType is returned by Peek when the top-level "previous_response_id" is
 	// neither a string nor null.
 	ErrPreviousResponseIDType error = &FieldTypeError{Field: "previous_response_id"}
+
+	// ErrDuplicateField is the error that every *DuplicateFieldError wraps.
+	ErrDuplicateField = errors.New("a field appears more than once")
 )
 
 // SyntaxError reports where and why a body is not valid JSON. It wraps ErrSyntax.
@@ -55,3 +58,23 @@ func syntaxError(offset int, reason string) error {
 
 // errTooDeep is the reason given when nesting goes past maxDepth.
 const errTooDeep = "objects and arrays nested deeper than 10000 levels"
+
+// DuplicateFieldError reports a top-level field that Peek reads and that appears more than
+// once, counting escaped and case-folded spellings, or that appears once but spelled as a
+// case variant of its name. Decoders differ on which member of a repeated key counts and on
+// whether case matters, so such a body is refused rather than read one way and forwarded to be
+// read another. It wraps ErrDuplicateField.
+type DuplicateFieldError struct {
+	Field   string // the exact JSON key, e.g. "previous_response_id"
+	Variant bool   // a single member spelled as a case variant, e.g. "MODEL"
+}
+
+func (e *DuplicateFieldError) Error() string {
+	if e.Variant {
+		return e.Field + " must be spelled exactly \"" + e.Field + "\": a case variant of it is ambiguous"
+	}
+	return e.Field + " appears more than once (counting escaped and case variants of it)"
+}
+
+// Unwrap returns ErrDuplicateField, so errors.Is(err, ErrDuplicateField) holds.
+func (e *DuplicateFieldError) Unwrap() error { return ErrDuplicateField }

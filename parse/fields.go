@@ -18,6 +18,7 @@ type Fields struct {
 	model, sessionID, previousResponseID, stream span
 
 	sessionMembers int    // number of top-level session_id members
+	seen           uint8  // bit 1<<fieldKey for each key met so far
 	cuts           []span // what AppendWithoutSessionID leaves out: ascending, disjoint
 	lastKeptEnd    int    // while scanning: end of the last member that stays, or -1
 	pendingCut     int    // while scanning: start of a session_id member awaiting its comma, or -1
@@ -41,7 +42,7 @@ func (s span) of(b []byte) []byte {
 func (f *Fields) Reset() {
 	f.Model, f.SessionID, f.PreviousResponseID, f.Stream = nil, nil, nil, false
 	f.model, f.sessionID, f.previousResponseID, f.stream = span{}, span{}, span{}, span{}
-	f.sessionMembers = 0
+	f.sessionMembers, f.seen = 0, 0
 	f.cuts = f.cuts[:0]
 	f.lastKeptEnd, f.pendingCut = -1, -1
 	f.bodyLen = 0
@@ -54,8 +55,11 @@ func (f *Fields) Reset() {
 // (including trailing data), ErrNotObject when the top level is not an object, and
 // ErrModelType, ErrSessionIDType or ErrPreviousResponseIDType when "model" is not a string or
 // "session_id" or "previous_response_id" is neither a string nor null. Only top-level members
-// count; when a key repeats, its last member wins, as in encoding/json. Keys are compared after
-// unescaping, so "mod\u0065l" is "model". On error f is left reset.
+// count. Keys are compared after unescaping, so "mod\u0065l" is "model". A body in which
+// "model", "session_id", "previous_response_id", "stream", "store" or "prompt" appears more
+// than once, counting every spelling that unescapes and case-folds to it, or only as a case
+// variant such as "MODEL", gets a *DuplicateFieldError (see keys.go for why). On error f is
+// left reset.
 //
 // Peek does not allocate once f's buffers have grown to what the bodies need.
 func Peek(body []byte, f *Fields) error {
@@ -90,9 +94,12 @@ func (f *Fields) scanMembers(b []byte, i int) (int, error) {
 		return i + 1, nil
 	}
 	for {
-		key, valueStart, err := scanMemberKey(b, i)
+		key, exact, valueStart, err := scanMemberKey(b, i)
 		if err != nil {
 			return valueStart, err
+		}
+		if err = f.once(key, exact); err != nil {
+			return i, err
 		}
 		end, err := skipValue(b, valueStart, &f.nest)
 		if err != nil {
@@ -107,6 +114,22 @@ func (f *Fields) scanMembers(b []byte, i int) (int, error) {
 			return i, err
 		}
 	}
+}
+
+// once refuses a second member of a key Peek reads, or one spelled as a case variant.
+func (f *Fields) once(key fieldKey, exact bool) error {
+	if key == keyOther {
+		return nil
+	}
+	bit := uint8(1) << key
+	if f.seen&bit != 0 {
+		return &DuplicateFieldError{Field: key.String()}
+	}
+	f.seen |= bit
+	if !exact {
+		return &DuplicateFieldError{Field: key.String(), Variant: true}
+	}
+	return nil
 }
 
 // member records the top-level member whose key starts at keyStart.
@@ -128,58 +151,21 @@ func (f *Fields) member(key fieldKey, keyStart int, value span) {
 	f.lastKeptEnd = value.end
 }
 
-// fieldKey names the top-level keys that Peek reads.
-type fieldKey uint8
-
-const (
-	keyOther fieldKey = iota
-	keyModel
-	keySessionID
-	keyPreviousResponseID
-	keyStream
-)
-
-// scanMemberKey scans `"key" :` at b[i] and returns which key it is and where its value starts.
-func scanMemberKey(b []byte, i int) (fieldKey, int, error) {
+// scanMemberKey scans `"key" :` at b[i] and returns which key it is, whether it is spelled
+// exactly, and where its value starts.
+func scanMemberKey(b []byte, i int) (fieldKey, bool, int, error) {
 	if i >= len(b) || b[i] != '"' {
-		return keyOther, i, syntaxError(i, "expected a string key")
+		return keyOther, false, i, syntaxError(i, "expected a string key")
 	}
 	end, escaped, err := scanString(b, i)
 	if err != nil {
-		return keyOther, end, err
+		return keyOther, false, end, err
 	}
-	key := whichKey(b[i+1:end-1], escaped)
+	key, exact := whichKey(b[i+1:end-1], escaped)
 	if end = skipWS(b, end); end >= len(b) || b[end] != ':' {
-		return keyOther, end, syntaxError(end, "expected ':' after object key")
+		return keyOther, false, end, syntaxError(end, "expected ':' after object key")
 	}
-	return key, skipWS(b, end+1), nil
-}
-
-// whichKey matches the content of a key literal; escaped keys are decoded as they are compared.
-func whichKey(raw []byte, escaped bool) fieldKey {
-	switch string(raw) {
-	case "model":
-		return keyModel
-	case "session_id":
-		return keySessionID
-	case "previous_response_id":
-		return keyPreviousResponseID
-	case "stream":
-		return keyStream
-	}
-	switch {
-	case !escaped:
-		return keyOther
-	case keyEqual(raw, "model"):
-		return keyModel
-	case keyEqual(raw, "session_id"):
-		return keySessionID
-	case keyEqual(raw, "previous_response_id"):
-		return keyPreviousResponseID
-	case keyEqual(raw, "stream"):
-		return keyStream
-	}
-	return keyOther
+	return key, exact, skipWS(b, end+1), nil
 }
 
 // finish checks the types of the recorded values and sets the exported fields.

@@ -16,6 +16,9 @@ import (
 // valid JSON a syntax error, and agrees on the fields and on type errors.
 func FuzzPeek(f *testing.F) {
 	f.Add([]byte(chatBody))
+	for _, d := range dupBodies {
+		f.Add([]byte(d.body))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var fl Fields
 		err := Peek(body, &fl)
@@ -36,6 +39,9 @@ func FuzzPeek(f *testing.F) {
 // session_id, and that what it cuts out is only session_id members, commas and whitespace.
 func FuzzSplice(f *testing.F) {
 	f.Add([]byte(chatBody))
+	for _, d := range dupBodies {
+		f.Add([]byte(d.body))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var fl Fields
 		if Peek(body, &fl) != nil {

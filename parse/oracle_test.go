@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -35,6 +36,9 @@ func peekOracle(body []byte) (peekWant, error) {
 	}
 	m, err := decodeObject(body)
 	if err != nil {
+		return peekWant{}, err
+	}
+	if err := duplicateOracle(body); err != nil {
 		return peekWant{}, err
 	}
 	var w peekWant
@@ -90,6 +94,7 @@ func checkPeekAgainstOracle(t *testing.T, body []byte) {
 	if f.HasSessionID() != want.hasSession {
 		t.Fatalf("Peek(%q).HasSessionID() = %v; encoding/json says %v", body, f.HasSessionID(), want.hasSession)
 	}
+	checkOtherReaders(t, body, &f)
 }
 
 func checkField(t *testing.T, body []byte, name string, got []byte, want *string) {
@@ -121,5 +126,96 @@ func checkSplice(t *testing.T, body, out []byte) {
 	delete(in, "session_id")
 	if !reflect.DeepEqual(in, got) {
 		t.Fatalf("splice of %q = %q decodes to %v; want %v", body, out, got, in)
+	}
+}
+
+// readKeys are the top-level keys that Peek refuses to see twice.
+var readKeys = []string{"model", "session_id", "previous_response_id", "stream", "store", "prompt"}
+
+// topLevel returns the decoded top-level members of a valid JSON object in body order.
+func topLevel(body []byte) (keys []string, values []json.RawMessage) {
+	d := json.NewDecoder(bytes.NewReader(body))
+	if _, err := d.Token(); err != nil {
+		panic(err)
+	}
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			panic(err)
+		}
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			panic(err)
+		}
+		keys, values = append(keys, k.(string)), append(values, v)
+	}
+	return keys, values
+}
+
+// undelimited drops underscores and dashes, as encoding/json/v2 does when it matches names
+// case-insensitively.
+func undelimited(s string) []byte {
+	return []byte(strings.NewReplacer("_", "", "-", "").Replace(s))
+}
+
+// duplicateOracle returns ErrDuplicateField when a key Peek reads appears twice or as a case
+// variant, matching keys as loosely as encoding/json (bytes.EqualFold on the decoded key) or
+// encoding/json/v2 (also ignoring underscores and dashes) does.
+func duplicateOracle(body []byte) error {
+	keys, _ := topLevel(body)
+	for _, name := range readKeys {
+		n, exact := 0, true
+		for _, k := range keys {
+			if bytes.EqualFold(undelimited(k), undelimited(name)) {
+				n, exact = n+1, exact && k == name
+			}
+		}
+		if n > 1 || !exact {
+			return ErrDuplicateField
+		}
+	}
+	return nil
+}
+
+// caseInsensitive is how a Go provider decodes a body: encoding/json matches these tags
+// without regard to case, and the last matching member wins.
+type caseInsensitive struct {
+	Model              *string `json:"model"`
+	SessionID          *string `json:"session_id"`
+	PreviousResponseID *string `json:"previous_response_id"`
+	Stream             any     `json:"stream"`
+}
+
+// checkOtherReaders checks that, for a body Peek accepted, a case-insensitive struct decoder
+// and a reader that takes the first member of each key see what Peek saw.
+func checkOtherReaders(t *testing.T, body []byte, f *Fields) {
+	t.Helper()
+	var ci caseInsensitive
+	if err := json.Unmarshal(body, &ci); err != nil {
+		t.Fatalf("Peek accepted %q; encoding/json into a struct: %v", body, err)
+	}
+	checkField(t, body, "model (struct)", f.Model, ci.Model)
+	checkField(t, body, "session_id (struct)", f.SessionID, ci.SessionID)
+	checkField(t, body, "previous_response_id (struct)", f.PreviousResponseID, ci.PreviousResponseID)
+	if f.Stream != (ci.Stream == true) {
+		t.Fatalf("Peek(%q).Stream = %v; struct decoder says %v", body, f.Stream, ci.Stream)
+	}
+	keys, values := topLevel(body)
+	first := map[string]json.RawMessage{}
+	for i, k := range keys {
+		if _, ok := first[k]; !ok {
+			first[k] = values[i]
+		}
+	}
+	if f.Stream != (string(first["stream"]) == "true") {
+		t.Fatalf("Peek(%q).Stream = %v; the first stream member is %s", body, f.Stream, first["stream"])
+	}
+	for name, got := range map[string][]byte{"model": f.Model, "previous_response_id": f.PreviousResponseID} {
+		var s *string
+		if v, ok := first[name]; ok && string(v) != "null" {
+			s = new(string)
+			_ = json.Unmarshal(v, s)
+		}
+		checkField(t, body, name+" (first member)", got, s)
 	}
 }

@@ -232,7 +232,11 @@ func bodyTooLarge(limit int) *Error {
 // peekBody parses the routing fields of a JSON body.
 func (c *call) peekBody() bool {
 	if err := parse.Peek(c.body, &c.fields); err != nil {
-		c.fail(&Error{Status: 400, Reason: "bad_json", Message: "invalid request body: " + err.Error(), Cause: err})
+		e := &Error{Status: 400, Reason: "bad_json", Message: "invalid request body: " + err.Error(), Cause: err}
+		if de := (*parse.DuplicateFieldError)(nil); errors.As(err, &de) {
+			e.Reason, e.Param = "duplicate_field", de.Field
+		}
+		c.fail(e)
 		return false
 	}
 	return true

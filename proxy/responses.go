@@ -25,8 +25,8 @@ func (g *Gateway) routeResponses(r *router.Router) {
 	r.POST(responsesBase+"/compact", g.responsesCompact)
 }
 
-// responsesCreate forwards a create byte for byte. A first create is routed by
-// model (with x-session-id affinity); a continuation of an owned response goes
+// responsesCreate forwards a create byte for byte, less any session_id. A first
+// create is routed by model (with session_id or x-session-id affinity); a continuation of an owned response goes
 // to the deployment that holds it and inherits its model when none is given.
 // The new response's ownership record is written before the end of the answer
 // reaches the client.
@@ -48,15 +48,15 @@ func (g *Gateway) responsesCreate(ctx *fasthttp.RequestCtx) {
 		c.scanner.Reset(0)
 	}
 	if dep != nil {
-		c.forwardTo(dep, "/responses", c.body, c.fields.Stream)
+		c.forwardTo(dep, "/responses", c.bodyWithoutSessionID(), c.fields.Stream)
 		return
 	}
-	c.forward(r, key, "/responses", c.body, c.fields.Stream)
+	c.forward(r, key, "/responses", c.bodyWithoutSessionID(), c.fields.Stream)
 }
 
 // responsesRoute resolves where a create, input_tokens or compact call goes:
 // an owned previous_response_id pins its deployment; otherwise model and the
-// x-session-id header choose one.
+// session key (body session_id, else the x-session-id header) choose one.
 func (c *call) responsesRoute() (dep *upstream.Deployment, r *upstream.Route, key []byte, ok bool) {
 	if prev := c.fields.PreviousResponseID; len(prev) > 0 {
 		rec, dep, ok := c.ownedResponse(prev, true)
@@ -232,8 +232,8 @@ func (g *Gateway) responsesCompact(ctx *fasthttp.RequestCtx) {
 	g.responsesAux(ctx, epResponsesCompact, "/responses/compact")
 }
 
-// responsesAux serves input_tokens and compact: forwarded byte for byte,
-// routed by model or by an owned previous_response_id.
+// responsesAux serves input_tokens and compact: forwarded byte for byte less
+// any session_id, routed by model or by an owned previous_response_id.
 func (g *Gateway) responsesAux(ctx *fasthttp.RequestCtx, ep endpoint, path string) {
 	c := g.acquireCall(ctx, family.Beta, ep)
 	defer c.end()
@@ -246,10 +246,10 @@ func (g *Gateway) responsesAux(ctx *fasthttp.RequestCtx, ep endpoint, path strin
 		return
 	}
 	if dep != nil {
-		c.forwardTo(dep, path, c.body, false)
+		c.forwardTo(dep, path, c.bodyWithoutSessionID(), false)
 		return
 	}
-	c.forward(r, key, path, c.body, false)
+	c.forward(r, key, path, c.bodyWithoutSessionID(), false)
 }
 
 // responsesWebSocket answers GET on the create path: the WebSocket mode of
