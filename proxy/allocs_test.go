@@ -23,11 +23,10 @@ func TestPeekPickSpliceAllocateNothing(t *testing.T) {
 		if err := parse.Peek(hotBody, &f); err != nil {
 			t.Fatal(err)
 		}
-		_ = affinity.Hash(f.SessionID)
-		if _, d := r.Pick(f.SessionID, 0); d == nil {
+		if _, d := r.Pick(affinity.Hash(f.SessionID), true, 0); d == nil {
 			t.Fatal("no deployment")
 		}
-		if _, d := r.Pick(nil, 0); d == nil {
+		if _, d := r.Pick(0, false, 0); d == nil {
 			t.Fatal("no deployment")
 		}
 		dst = parse.AppendWithoutSessionID(dst[:0], hotBody, &f)

@@ -242,9 +242,10 @@ func (c *call) peekBody() bool {
 	return true
 }
 
-// sessionKey returns the session key: the body's session_id, else the
-// x-session-id header. Longer than maxSessionKey characters is refused.
-func (c *call) sessionKey() ([]byte, bool) {
+// sessionKey takes the session key, the body's session_id, else the
+// x-session-id header, and keeps its hash for the pick. Longer than
+// maxSessionKey characters is refused.
+func (c *call) sessionKey() bool {
 	key := c.fields.SessionID
 	src := "session_id"
 	if len(key) == 0 {
@@ -254,12 +255,18 @@ func (c *call) sessionKey() ([]byte, bool) {
 	if len(key) > maxSessionKey && utf8.RuneCount(key) > maxSessionKey {
 		c.fail(&Error{Status: 400, Reason: "session_too_long", Param: src,
 			Message: src + " must be at most 256 characters"})
-		return nil, false
+		return false
 	}
+	c.keepSession(key)
+	return true
+}
+
+// keepSession hashes the session key once, for the pick and the access log;
+// an empty key is no session.
+func (c *call) keepSession(key []byte) {
 	if len(key) > 0 {
 		c.sessionHash, c.hasSession = affinity.Hash(key), true
 	}
-	return key, true
 }
 
 // routeModel resolves the body's model to its route in the call's family.
@@ -303,10 +310,10 @@ func (c *call) bodyWithoutSessionID() []byte {
 // forward sends the request to a deployment of r chosen by key and relays the
 // answer. A deployment that cannot be connected to is marked failed and the
 // call moves to the next choice; nothing had reached it.
-func (c *call) forward(r *upstream.Route, key []byte, path string, body []byte, stream bool) {
+func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool) {
 	var tried affinity.Set
 	for {
-		i, dep := r.Pick(key, tried)
+		i, dep := r.Pick(c.sessionHash, c.hasSession, tried)
 		if dep == nil {
 			c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached"})
 			return

@@ -150,8 +150,7 @@ func (g *Gateway) modelCall(ctx *fasthttp.RequestCtx, fam family.Family, ep endp
 	if !c.authenticate() || !c.readBody(c.st.cfg.Limits.MaxBodyBytes) || !c.peekBody() {
 		return
 	}
-	key, ok := c.sessionKey()
-	if !ok {
+	if !c.sessionKey() {
 		return
 	}
 	r := c.routeModel(groupParam(ctx))
@@ -162,7 +161,7 @@ func (g *Gateway) modelCall(ctx *fasthttp.RequestCtx, fam family.Family, ep endp
 	if !ok {
 		return
 	}
-	c.forward(r, key, path, body, c.fields.Stream)
+	c.forward(r, path, body, c.fields.Stream)
 }
 
 // prepareBody returns the body to forward. Alpha messages that reference

@@ -60,15 +60,14 @@ func (g *Gateway) imagesGenerations(ctx *fasthttp.RequestCtx) {
 			Message: "the model '" + m.id + "' is not an image model: it cannot serve images/generations"})
 		return
 	}
-	key, ok := c.sessionKey()
-	if !ok {
+	if !c.sessionKey() {
 		return
 	}
 	r := c.routeModel(nil)
 	if r == nil {
 		return
 	}
-	c.forward(r, key, "/images/generations", c.bodyWithoutSessionID(), true)
+	c.forward(r, "/images/generations", c.bodyWithoutSessionID(), true)
 }
 
 // checkPrompt requires a non-empty string prompt in the (already validated)
@@ -112,13 +111,12 @@ func (g *Gateway) generateContent(ctx *fasthttp.RequestCtx) {
 	if r == nil || !c.readBody(c.st.cfg.Limits.MaxImageBodyBytes) || !c.peekBody() {
 		return
 	}
-	key, ok := c.headerSessionKey()
-	if !ok {
+	if !c.headerSessionKey() {
 		return
 	}
 	var buf [128]byte
 	path := appendGammaPath(buf[:0], version, c.model.id)
-	c.forward(r, key, b2s(path), c.body, true)
+	c.forward(r, b2s(path), c.body, true)
 }
 
 // gammaVersion returns the {version} segment, which must be v1 or v1beta.
@@ -209,16 +207,18 @@ func (c *call) gammaRoute(name, group []byte) *upstream.Route {
 	return nil
 }
 
-// headerSessionKey returns the x-session-id header, at most maxSessionKey
-// characters. Gamma bodies carry no session_id: the header is the only key.
-func (c *call) headerSessionKey() ([]byte, bool) {
+// headerSessionKey takes the x-session-id header, at most maxSessionKey
+// characters, as the session key and keeps its hash for the pick. Gamma
+// bodies carry no session_id: the header is the only key.
+func (c *call) headerSessionKey() bool {
 	key := c.ctx.Request.Header.Peek("x-session-id")
 	if len(key) > maxSessionKey && utf8.RuneCount(key) > maxSessionKey {
 		c.fail(&Error{Status: 400, Reason: "session_too_long", Param: "x-session-id",
 			Message: "x-session-id must be at most 256 characters"})
-		return nil, false
+		return false
 	}
-	return key, true
+	c.keepSession(key)
+	return true
 }
 
 // gammaMediaUnsupported answers Gemini's upload and Files paths: uploading to

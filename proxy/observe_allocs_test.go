@@ -68,10 +68,10 @@ func streamed(t *testing.T, c *call, cfg *config.Config) {
 func TestPickCountsWithoutAllocating(t *testing.T) {
 	g, _ := finishFixture(t, Options{})
 	r := g.state.Load().models["chat-model"].routes[family.Beta]
-	key := []byte("session-x")
-	first, _ := r.Pick(key, 0)
+	key := affinity.Hash([]byte("session-x"))
+	first, _ := r.Pick(key, true, 0)
 	tried := affinity.Set(0).With(first)
-	if n := testing.AllocsPerRun(1000, func() { r.Pick(key, tried) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { r.Pick(key, true, tried) }); n != 0 {
 		t.Fatalf("%v allocations per pick", n)
 	}
 	moved := r.Deployments()[1-first].Stats.Moves()

@@ -37,7 +37,7 @@ func (g *Gateway) responsesCreate(ctx *fasthttp.RequestCtx) {
 		!c.readBody(c.st.cfg.Limits.MaxBodyBytes) || !c.peekBody() {
 		return
 	}
-	dep, r, key, ok := c.responsesRoute()
+	dep, r, ok := c.responsesRoute()
 	if !ok {
 		return
 	}
@@ -51,39 +51,38 @@ func (g *Gateway) responsesCreate(ctx *fasthttp.RequestCtx) {
 		c.forwardTo(dep, "/responses", c.bodyWithoutSessionID(), c.fields.Stream)
 		return
 	}
-	c.forward(r, key, "/responses", c.bodyWithoutSessionID(), c.fields.Stream)
+	c.forward(r, "/responses", c.bodyWithoutSessionID(), c.fields.Stream)
 }
 
 // responsesRoute resolves where a create, input_tokens or compact call goes:
 // an owned previous_response_id pins its deployment; otherwise model and the
 // session key (body session_id, else the x-session-id header) choose one.
-func (c *call) responsesRoute() (dep *upstream.Deployment, r *upstream.Route, key []byte, ok bool) {
+func (c *call) responsesRoute() (dep *upstream.Deployment, r *upstream.Route, ok bool) {
 	if prev := c.fields.PreviousResponseID; len(prev) > 0 {
 		rec, dep, ok := c.ownedResponse(prev, true)
 		if !ok {
-			return nil, nil, nil, false
+			return nil, nil, false
 		}
 		c.inherited = rec.Model
 		if len(c.fields.Model) > 0 {
 			if c.routeNamed(c.fields.Model, nil) == nil {
-				return nil, nil, nil, false
+				return nil, nil, false
 			}
 		} else if m, ok := c.st.models[rec.Model]; ok {
 			c.model = m
 		}
-		return dep, nil, nil, true
+		return dep, nil, true
 	}
 	if len(c.fields.Model) == 0 {
 		c.fail(&Error{Status: 400, Reason: "model_missing", Param: "model",
 			Message: "model is required (or previous_response_id naming one of your responses)"})
-		return nil, nil, nil, false
+		return nil, nil, false
 	}
-	key, ok = c.sessionKey()
-	if !ok {
-		return nil, nil, nil, false
+	if !c.sessionKey() {
+		return nil, nil, false
 	}
 	r = c.routeModel(nil)
-	return nil, r, key, r != nil
+	return nil, r, r != nil
 }
 
 // routeModelName is the model a new response is recorded under: the body's,
@@ -241,7 +240,7 @@ func (g *Gateway) responsesAux(ctx *fasthttp.RequestCtx, ep endpoint, path strin
 		!c.readBody(c.st.cfg.Limits.MaxBodyBytes) || !c.peekBody() {
 		return
 	}
-	dep, r, key, ok := c.responsesRoute()
+	dep, r, ok := c.responsesRoute()
 	if !ok {
 		return
 	}
@@ -249,7 +248,7 @@ func (g *Gateway) responsesAux(ctx *fasthttp.RequestCtx, ep endpoint, path strin
 		c.forwardTo(dep, path, c.bodyWithoutSessionID(), false)
 		return
 	}
-	c.forward(r, key, path, c.bodyWithoutSessionID(), false)
+	c.forward(r, path, c.bodyWithoutSessionID(), false)
 }
 
 // responsesWebSocket answers GET on the create path: the WebSocket mode of

@@ -34,12 +34,14 @@ func NewRoute(deps []*Deployment) (*Route, error) {
 // the slice.
 func (r *Route) Deployments() []*Deployment { return r.deps }
 
-// Pick chooses a deployment: by the session key when there is one, else the
-// less loaded of two. Deployments in cooldown and those in tried are skipped;
-// when every untried one is in cooldown, cooldown is ignored (better to try a
-// deployment that may have recovered than to fail). It returns the chosen
-// index, for tried, or -1 and nil when every deployment was tried.
-func (r *Route) Pick(key []byte, tried affinity.Set) (int, *Deployment) {
+// Pick chooses a deployment: by the session when keyed, keyHash being
+// affinity.Hash of the session key (hashed once per call, by the caller),
+// else the less loaded of two. Deployments in cooldown and those in tried
+// are skipped; when every untried one is in cooldown, cooldown is ignored
+// (better to try a deployment that may have recovered than to fail). It
+// returns the chosen index, for tried, or -1 and nil when every deployment
+// was tried.
+func (r *Route) Pick(keyHash uint64, keyed bool, tried affinity.Set) (int, *Deployment) {
 	ex := tried
 	var now int64 // read only when some deployment has been excluded
 	for i, d := range r.deps {
@@ -54,20 +56,20 @@ func (r *Route) Pick(key []byte, tried affinity.Set) (int, *Deployment) {
 			ex = ex.With(i)
 		}
 	}
-	i := r.choose(key, ex)
+	i := r.choose(keyHash, keyed, ex)
 	if i < 0 {
-		i = r.choose(key, tried)
+		i = r.choose(keyHash, keyed, tried)
 	}
 	if i < 0 {
 		return -1, nil
 	}
-	r.deps[i].Stats.picked(len(key) > 0 && ex != 0 && r.ring.Pick(key, 0) != i)
+	r.deps[i].Stats.picked(keyed && ex != 0 && r.ring.PickHash(keyHash, 0) != i)
 	return i, r.deps[i]
 }
 
-func (r *Route) choose(key []byte, ex affinity.Set) int {
-	if len(key) > 0 {
-		return r.ring.Pick(key, ex)
+func (r *Route) choose(keyHash uint64, keyed bool, ex affinity.Set) int {
+	if keyed {
+		return r.ring.PickHash(keyHash, ex)
 	}
 	return r.ring.PickLeast(rand.Uint64(), ex, r.load)
 }
