@@ -109,10 +109,10 @@ type Pebble struct {
 
 var _ Store = (*Pebble)(nil)
 
-// OpenPebble opens (or creates) the store in dir, acknowledging writes at opts.Durability.
-// Before it returns it removes the chunks of uploads that a crash cut short and loads the
-// file counters from the metadata: two scans whose cost grows with the number of stored
-// files, not with their bytes (the scan of the data seeks past each file's chunks).
+// OpenPebble opens (or creates) the store in dir. Before it returns it removes the chunks of
+// uploads that a crash cut short and loads the file counters from the metadata: two scans
+// whose cost grows with the number of stored files, not with their bytes (the scan of the
+// data seeks past each file's chunks).
 func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {

@@ -41,6 +41,18 @@ func TestParseConfigExpandsEnvAndDefaults(t *testing.T) {
 	}
 }
 
+func TestParseConfigStoreDurability(t *testing.T) {
+	for _, level := range []string{"process", "machine"} {
+		cfg, err := Parse([]byte(minimalConfig+"store: {durability: "+level+"}\n"), env(map[string]string{"KEY_A": "a", "UP": "u"}))
+		if err != nil {
+			t.Fatalf("%s: %v", level, err)
+		}
+		if cfg.Store.Durability != level {
+			t.Fatalf("store.durability = %q, want %q", cfg.Store.Durability, level)
+		}
+	}
+}
+
 func TestParseConfigMissingEnv(t *testing.T) {
 	_, err := Parse([]byte(minimalConfig), env(map[string]string{"KEY_A": "x"}))
 	if err == nil || !strings.Contains(err.Error(), "UP") {
@@ -89,19 +101,7 @@ func TestConfigValidationNamesField(t *testing.T) {
 	f("bad duration", base(okKeys, okUps, okModels)+"timeouts: {connect: soon}\n", "soon")
 	f("bad group", base(okKeys, okUps, okModels)+"groups:\n  - {name: \"a/b\", upstreams: [u1]}\n", "groups[0].name")
 	f("group unknown upstream", base(okKeys, okUps, okModels)+"groups:\n  - {name: g, upstreams: [zz]}\n", "groups[0].upstreams[0]")
-	f("bad engine", base(okKeys, okUps, okModels)+"store: {engine: redis}\n", "store.engine")
 	f("bad durability", base(okKeys, okUps, okModels)+"store: {durability: fsync}\n", "store.durability")
+	f("bad engine", base(okKeys, okUps, okModels)+"store: {engine: redis}\n", "store.engine")
 	f("bad expiry default", base(okKeys, okUps, okModels)+"files: {default_expires_in: 10m}\n", "files.default_expires_in")
-}
-
-func TestParseConfigStoreDurability(t *testing.T) {
-	for _, level := range []string{"process", "machine"} {
-		cfg, err := Parse([]byte(minimalConfig+"store: {durability: "+level+"}\n"), env(map[string]string{"KEY_A": "a", "UP": "u"}))
-		if err != nil {
-			t.Fatalf("%s: %v", level, err)
-		}
-		if cfg.Store.Durability != level {
-			t.Fatalf("store.durability = %q, want %q", cfg.Store.Durability, level)
-		}
-	}
 }

@@ -26,13 +26,13 @@ func (c *Config) Validate() error {
 	if c.Store.Engine != "pebble" {
 		p.add("store.engine", "unsupported engine %q (supported: pebble)", c.Store.Engine)
 	}
-	if _, ok := store.ParseDurability(c.Store.Durability); !ok {
-		p.add("store.durability", "must be process or machine, not %q", c.Store.Durability)
-	}
 	p.keys(c.Keys)
 	ups := p.upstreams(c.Upstreams)
 	p.models(c.Models, ups)
 	p.groups(c.Groups, ups)
+	if _, ok := store.ParseDurability(c.Store.Durability); !ok {
+		p.add("store.durability", "must be process or machine, not %q", c.Store.Durability)
+	}
 	p.limits(c)
 	return errors.Join(p...)
 }
