@@ -20,6 +20,7 @@ func TestPeekAllocs(t *testing.T) {
 	}
 	f(chatBody)
 	f(`{"model":"m\u00e9","session_id":"s\"\ud83d\ude00","previous_response_id":"r\/1","stream":true}`)
+	f(`{"model":"m","store":false,"prompt":"a \"cat\"","size":"1024x1024"}`)
 	f(`{"mod\u0065l":"m","session\u005fid":null,"Stream_options":{},"\u017ftop":1,"x":[[[[{"y":[1,2,{"z":"w"}]}]]]]}`)
 }
 

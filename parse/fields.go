@@ -13,9 +13,13 @@ type Fields struct {
 	SessionID          []byte // value of top-level "session_id"; nil when absent or null
 	PreviousResponseID []byte // value of top-level "previous_response_id"; nil when absent or null
 	Stream             bool   // top-level "stream" is the literal true
+	NoStore            bool   // top-level "store" is the literal false (Responses create)
+	// RawPrompt is the value of top-level "prompt" as written (a string keeps its quotes
+	// and escapes), for the images handler to check; nil when absent.
+	RawPrompt []byte
 
 	// Raw values of the last member of each key; the zero span is absent.
-	model, sessionID, previousResponseID, stream span
+	model, sessionID, previousResponseID, stream, store, prompt span
 
 	sessionMembers int    // number of top-level session_id members
 	seen           uint8  // bit 1<<fieldKey for each key met so far
@@ -41,7 +45,9 @@ func (s span) of(b []byte) []byte {
 // Reset clears f, dropping every reference to the last body and keeping buffers for reuse.
 func (f *Fields) Reset() {
 	f.Model, f.SessionID, f.PreviousResponseID, f.Stream = nil, nil, nil, false
+	f.NoStore, f.RawPrompt = false, nil
 	f.model, f.sessionID, f.previousResponseID, f.stream = span{}, span{}, span{}, span{}
+	f.store, f.prompt = span{}, span{}
 	f.sessionMembers, f.seen = 0, 0
 	f.cuts = f.cuts[:0]
 	f.lastKeptEnd, f.pendingCut = -1, -1
@@ -50,7 +56,7 @@ func (f *Fields) Reset() {
 }
 
 // Peek scans body, which must be one JSON object with optional whitespace around it, and
-// fills f. It validates the whole body as encoding/json does (RFC 8259, nesting at most 10000
+// fills f, in one pass over the body. It validates the whole body as encoding/json does (RFC 8259, nesting at most 10000
 // deep, strings may hold invalid UTF-8) and returns a *SyntaxError for malformed JSON
 // (including trailing data), ErrNotObject when the top level is not an object, and
 // ErrModelType, ErrSessionIDType or ErrPreviousResponseIDType when "model" is not a string or
@@ -147,6 +153,10 @@ func (f *Fields) member(key fieldKey, keyStart int, value span) {
 		f.previousResponseID = value
 	case keyStream:
 		f.stream = value
+	case keyStore:
+		f.store = value
+	case keyPrompt:
+		f.prompt = value
 	}
 	f.lastKeptEnd = value.end
 }
@@ -181,6 +191,8 @@ func (f *Fields) finish(b []byte) error {
 		return ErrPreviousResponseIDType
 	}
 	f.Stream = string(f.stream.of(b)) == "true"
+	f.NoStore = string(f.store.of(b)) == "false"
+	f.RawPrompt = f.prompt.of(b)
 	// Decoded values are never longer than their literals, so with this much room no append
 	// below moves f.buf, and the slices taken from it stay valid.
 	if need := escapedLen(model) + escapedLen(session) + escapedLen(previous); cap(f.buf) < need {

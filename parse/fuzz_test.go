@@ -32,7 +32,22 @@ func FuzzPeek(f *testing.F) {
 		if valid {
 			checkPeekAgainstOracle(t, body)
 		}
+		if err == nil {
+			checkStoreAndPrompt(t, body, &fl)
+		}
 	})
+}
+
+// checkStoreAndPrompt checks the store and prompt that Peek found in its one pass against a
+// second reading of the body by Member.
+func checkStoreAndPrompt(t *testing.T, body []byte, fl *Fields) {
+	t.Helper()
+	if want := Member(body, "prompt"); !bytes.Equal(fl.RawPrompt, want) || (fl.RawPrompt == nil) != (want == nil) {
+		t.Fatalf("Peek(%q).RawPrompt = %q; Member reads %q", body, fl.RawPrompt, want)
+	}
+	if want := string(Member(body, "store")) == "false"; fl.NoStore != want {
+		t.Fatalf("Peek(%q).NoStore = %v; Member reads %v", body, fl.NoStore, want)
+	}
 }
 
 // FuzzSplice checks that the splice gives valid JSON that decodes to the body minus

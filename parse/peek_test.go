@@ -7,6 +7,38 @@ import (
 	"testing"
 )
 
+// Peek finds store and prompt in its one pass, as Member finds them in a second.
+func TestPeekStoreAndPrompt(t *testing.T) {
+	f := func(body string, noStore bool, prompt string) {
+		t.Helper()
+		var fl Fields
+		if err := Peek([]byte(body), &fl); err != nil {
+			t.Fatalf("Peek(%q): %v", body, err)
+		}
+		if fl.NoStore != noStore || string(fl.RawPrompt) != prompt || (prompt == "") != (fl.RawPrompt == nil) {
+			t.Fatalf("Peek(%q): NoStore %v, RawPrompt %q; want %v, %q", body, fl.NoStore, fl.RawPrompt, noStore, prompt)
+		}
+		checkStoreAndPrompt(t, []byte(body), &fl)
+		fl.Reset()
+		if fl.NoStore || fl.RawPrompt != nil {
+			t.Fatalf("Reset kept NoStore %v, RawPrompt %q", fl.NoStore, fl.RawPrompt)
+		}
+	}
+	f(`{"model":"m","input":"x"}`, false, "")
+	f(`{"model":"m","store":false}`, true, "")
+	f(`{"store" : false , "model":"m"}`, true, "")
+	f(`{"model":"m","store":true}`, false, "")
+	f(`{"model":"m","store":null}`, false, "")
+	f(`{"model":"m","store":"false"}`, false, "")
+	f(`{"model":"m","st\u006fre":false}`, true, "")
+	f(`{"x":{"store":false},"prompt":"a cat"}`, false, `"a cat"`)
+	f(`{"prompt":"a \"cat\"\u00e9","model":"m"}`, false, `"a \"cat\"\u00e9"`)
+	f(`{"prompt":null}`, false, "null")
+	f(`{"prompt":""}`, false, `""`)
+	f(`{"prompt":["a",{"b":1}]}`, false, `["a",{"b":1}]`)
+	f(`{"x":[{"prompt":"nested"}]}`, false, "")
+}
+
 func TestPeekFields(t *testing.T) {
 	const absent = "\x00absent"
 	f := func(body, model, session, previous string, stream, hasSession bool) {

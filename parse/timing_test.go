@@ -1,6 +1,7 @@
 package parse
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/valyala/fastjson"
@@ -125,4 +126,38 @@ func BenchmarkScanner(b *testing.B) {
 	b.Run("whole", func(b *testing.B) { benchmarkScanner(b, 1<<20) })
 	b.Run("chunks256", func(b *testing.B) { benchmarkScanner(b, 256) })
 	b.Run("chunks64", func(b *testing.B) { benchmarkScanner(b, 64) })
+}
+
+// BenchmarkStoreAndPrompt compares finding "store" (Responses create) and "prompt" (images)
+// in the peek's one pass with the second walk over the body that Member made before (one
+// walk per handler: each read one of the two).
+func BenchmarkStoreAndPrompt(b *testing.B) {
+	small := []byte(`{"store":false,"prompt":"a cat",` + chatBody[1:])
+	large := []byte(`{"model":"model-x","store":false,"prompt":"a cat","input":[` +
+		strings.Repeat(`{"role":"user","content":"`+strings.Repeat("x", 1000)+`"},`, 64) + `{}]}`)
+	for _, bc := range []struct {
+		name string
+		body []byte
+	}{{"small", small}, {"64KiB", large}} {
+		b.Run(bc.name+"/one-pass", func(b *testing.B) {
+			var fl Fields
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.body)))
+			for b.Loop() {
+				if err := Peek(bc.body, &fl); err != nil || !fl.NoStore || fl.RawPrompt == nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(bc.name+"/peek+member", func(b *testing.B) {
+			var fl Fields
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.body)))
+			for b.Loop() {
+				if err := Peek(bc.body, &fl); err != nil || string(Member(bc.body, "store")) != "false" {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

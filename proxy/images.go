@@ -9,7 +9,6 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
-	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/upstream"
 )
@@ -73,7 +72,7 @@ func (g *Gateway) imagesGenerations(ctx *fasthttp.RequestCtx) {
 // checkPrompt requires a non-empty string prompt in the (already validated)
 // beta images body.
 func (c *call) checkPrompt() bool {
-	raw := parse.Member(c.body, "prompt")
+	raw := c.fields.RawPrompt // found by the peek, in its one pass over the body
 	switch {
 	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
 		c.fail(&Error{Status: 400, Reason: "prompt_missing", Param: "prompt", Code: "missing_required_parameter",

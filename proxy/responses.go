@@ -41,7 +41,7 @@ func (g *Gateway) responsesCreate(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	if !bytes.Equal(parse.Member(c.body, "store"), []byte("false")) {
+	if !c.fields.NoStore {
 		c.owned = store.Response{Owner: c.keyID, Model: c.routeModelName()}
 		c.onAnswer = recordFromBody
 		c.onStream = recordFromStream
