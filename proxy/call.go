@@ -216,7 +216,7 @@ func (c *call) readBody(limit int) bool {
 		}
 		if err != nil {
 			c.body = buf
-			c.fail(&Error{Status: 400, Message: errBodyRead.Error(), Reason: "body_read", Cause: err})
+			c.fail(&Error{Status: 400, Message: errBodyRead.Error(), Reason: "body_read", Cause: redacted{err}})
 			return false
 		}
 	}
@@ -343,11 +343,14 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 	return err
 }
 
+// upstreamError maps a failed upstream call to the client's error. Its cause
+// is redacted: fasthttp's text for an answer it could not parse quotes the
+// answer's bytes.
 func upstreamError(err error) *Error {
 	if errors.Is(err, fasthttp.ErrTimeout) || upstream.IsTimeout(err) {
-		return &Error{Status: 504, Reason: "upstream_timeout", Message: "the upstream provider did not answer in time", Cause: err}
+		return &Error{Status: 504, Reason: "upstream_timeout", Message: "the upstream provider did not answer in time", Cause: redacted{err}}
 	}
-	return &Error{Status: 502, Reason: "upstream_error", Message: "the upstream provider failed to answer", Cause: err}
+	return &Error{Status: 502, Reason: "upstream_error", Message: "the upstream provider failed to answer", Cause: redacted{err}}
 }
 
 // prepare builds the upstream request: the client's end-to-end headers, the

@@ -174,9 +174,9 @@ func (u *upload) formError(err error) *Error {
 		return &Error{Status: 413, Reason: "form_too_large",
 			Message: "a part header or form field is larger than the limit of " + strconv.Itoa(uploadFormBudget) + " bytes"}
 	case u.body.readErr != nil:
-		return &Error{Status: 400, Reason: "body_read", Message: "cannot read the upload body", Cause: err}
+		return &Error{Status: 400, Reason: "body_read", Message: "cannot read the upload body", Cause: redacted{err}}
 	}
-	return &Error{Status: 400, Reason: "bad_multipart", Message: "malformed multipart body: " + err.Error(), Cause: err}
+	return &Error{Status: 400, Reason: "bad_multipart", Message: "malformed multipart body: " + err.Error(), Cause: redacted{err}}
 }
 
 // readToFile reads the form up to the file field and the first bytes of the file, which

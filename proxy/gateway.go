@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -100,14 +99,9 @@ func (g *Gateway) NewServer() *fasthttp.Server {
 		CloseOnShutdown:              true,
 		TCPKeepalive:                 true,
 		NoDefaultContentType:         true,
+		SecureErrorLogMessage:        true, // and slogPrinter drops the texts anyway
 		Logger:                       slogPrinter{g.log},
 	}
-}
-
-type slogPrinter struct{ l *slog.Logger }
-
-func (p slogPrinter) Printf(format string, args ...any) {
-	p.l.Warn("http server", "detail", fmt.Sprintf(format, args...))
 }
 
 func (g *Gateway) routes() *router.Router {
@@ -219,7 +213,7 @@ func (g *Gateway) methodNotAllowed(ctx *fasthttp.RequestCtx) {
 }
 
 func (g *Gateway) panicked(ctx *fasthttp.RequestCtx, v any) {
-	g.log.Error("BUG: handler panicked", "panic", v, "path", string(ctx.Path()))
+	g.log.Error("BUG: handler panicked", "panic", panicSummary(v), "family", familyOfPath(ctx.Path()).String())
 	writeError(ctx, familyOfPath(ctx.Path()), &Error{Status: 500, Message: "internal error"}, nil)
 }
 

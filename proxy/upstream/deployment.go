@@ -88,6 +88,7 @@ func newClient(addr string, isTLS bool, maxConns int, t config.Timeouts) *fastht
 		DisablePathNormalizing:        true,
 		MaxResponseBodySize:           0,
 		MaxConnWaitTimeout:            t.Connect.D(),
+		SecureErrorLogMessage:         true, // errors never quote the answer's bytes
 	}
 }
 
