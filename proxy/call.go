@@ -347,6 +347,10 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 // is redacted: fasthttp's text for an answer it could not parse quotes the
 // answer's bytes.
 func upstreamError(err error) *Error {
+	if errors.Is(err, upstream.ErrAnswerTooLarge) {
+		return &Error{Status: 502, Reason: "upstream_too_large", Cause: err,
+			Message: "the upstream answer is larger than the gateway's limit"}
+	}
 	if errors.Is(err, fasthttp.ErrTimeout) || upstream.IsTimeout(err) {
 		return &Error{Status: 504, Reason: "upstream_timeout", Message: "the upstream provider did not answer in time", Cause: redacted{err}}
 	}
@@ -432,14 +436,17 @@ func strippedRequestHeader(name []byte) int {
 // body, buffered when it was read whole, else streamed by the relay.
 func (c *call) relay() {
 	out := &c.ctx.Response
+	if err := c.up.Load(out, c.st.cfg.Limits.MaxResponseBytes, c.onAnswer != nil); err != nil {
+		c.fail(upstreamError(err))
+		return
+	}
 	c.status = c.up.Begin(out)
 	c.setRequestIDHeader()
 	if !c.up.Streamed() {
-		body := c.up.Body()
+		body := out.Body()
 		if c.onAnswer != nil && !c.onAnswer(c, body) {
 			return
 		}
-		out.SetBody(body)
 		c.firstByte = time.Now()
 		c.bytesOut = int64(len(body))
 		return

@@ -89,10 +89,14 @@ type Health struct {
 	Cooldown Duration `yaml:"cooldown"` // how long it stays excluded; default 10s
 }
 
-// Limits bounds request bodies per route kind.
+// Limits bounds request bodies per route kind and the upstream answers the
+// gateway holds.
 type Limits struct {
 	MaxBodyBytes      int `yaml:"max_body_bytes"`       // chat, messages, responses; default 32 MiB
 	MaxImageBodyBytes int `yaml:"max_image_body_bytes"` // images and generateContent; default 64 MiB
+	// MaxResponseBytes bounds a non-streamed upstream answer; a longer one is
+	// answered 502. Default 64 MiB: image answers of several b64 PNGs reach ~50 MiB.
+	MaxResponseBytes int `yaml:"max_response_bytes"`
 }
 
 // Responses sets how long ownership records are kept.

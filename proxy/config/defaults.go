@@ -26,6 +26,9 @@ func (c *Config) EnsureDefaults() {
 	if c.Limits.MaxImageBodyBytes == 0 {
 		c.Limits.MaxImageBodyBytes = 64 << 20
 	}
+	if c.Limits.MaxResponseBytes == 0 {
+		c.Limits.MaxResponseBytes = 64 << 20
+	}
 	setDefault(&c.Responses.Retention, 720*time.Hour)
 	setDefault(&c.Files.DefaultExpiresIn, 720*time.Hour)
 	for i := range c.Upstreams {

@@ -182,6 +182,9 @@ func (p *problems) limits(c *Config) {
 	if c.Limits.MaxImageBodyBytes < 1<<10 {
 		p.add("limits.max_image_body_bytes", "must be at least 1024")
 	}
+	if c.Limits.MaxResponseBytes < 1<<10 {
+		p.add("limits.max_response_bytes", "must be at least 1024")
+	}
 	if d := c.Files.DefaultExpiresIn.D(); d < time.Hour || d > 90*24*time.Hour {
 		p.add("files.default_expires_in", "must be between 1h and 2160h (the upload limits)")
 	}
