@@ -297,12 +297,19 @@ func (c *call) bodyWithoutSessionID() []byte {
 }
 
 // forward sends the request to a deployment of r chosen by key and relays the
-// answer. A deployment that cannot be connected to is marked failed and the
-// call moves to the next choice; nothing had reached it.
+// answer. A deployment that cannot be connected to is marked failed, and one
+// whose connections are all busy past timeouts.connect is passed over; the
+// call moves to the next choice, as nothing had reached it. When every
+// choice failed and one was busy, the answer is 503 busy.
 func (c *call) forward(r *upstream.Route, key []byte, path string, body []byte, stream bool) {
 	var tried affinity.Set
+	var busy error
 	for {
 		i, dep := r.Pick(key, tried)
+		if dep == nil && busy != nil {
+			c.fail(upstreamError(busy))
+			return
+		}
 		if dep == nil {
 			c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached"})
 			return
@@ -315,6 +322,9 @@ func (c *call) forward(r *upstream.Route, key []byte, path string, body []byte, 
 		if !upstream.IsDialError(err) {
 			c.fail(upstreamError(err))
 			return
+		}
+		if errors.Is(err, fasthttp.ErrNoFreeConns) {
+			busy = err
 		}
 		tried = tried.With(i)
 	}
@@ -347,6 +357,10 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 // is redacted: fasthttp's text for an answer it could not parse quotes the
 // answer's bytes.
 func upstreamError(err error) *Error {
+	if errors.Is(err, fasthttp.ErrNoFreeConns) {
+		return &Error{Status: 503, Reason: "upstream_busy", RetryAfter: 1, Cause: err,
+			Message: "busy: every connection to the upstream provider is in use; retry shortly"}
+	}
 	if errors.Is(err, upstream.ErrAnswerTooLarge) {
 		return &Error{Status: 502, Reason: "upstream_too_large", Cause: err,
 			Message: "the upstream answer is larger than the gateway's limit"}

@@ -157,7 +157,7 @@ func serve(cfg *config.Config, o serveOptions) error {
 	}
 	served := make(chan error, 2)
 	srv := gw.NewServer()
-	go func() { served <- srv.Serve(lns[0]) }()
+	go func() { served <- srv.Serve(gw.Listener(lns[0])) }()
 	var admin *fasthttp.Server
 	if len(lns) > 1 {
 		admin = gw.NewAdminServer()

@@ -81,6 +81,9 @@ type Timeouts struct {
 	Connect   Duration `yaml:"connect"`    // dial; default 5s
 	FirstByte Duration `yaml:"first_byte"` // request sent → first answer byte; default 10m
 	Idle      Duration `yaml:"idle"`       // between two reads of a streamed answer; default 5m
+	// ClientWriteIdle drops a client whose connection takes no byte of an
+	// answer for this long (see proxy.Gateway.Listener); default 60s.
+	ClientWriteIdle Duration `yaml:"client_write_idle"`
 }
 
 // Health sets when a failing deployment is excluded, and for how long.

@@ -171,8 +171,12 @@ func (p *problems) groups(groups []Group, ups map[string]family.Family) {
 	}
 }
 
-// limits checks the health, body limit and file expiry settings.
+// limits checks the client write timeout, health, body limit and file
+// expiry settings.
 func (p *problems) limits(c *Config) {
+	if c.Timeouts.ClientWriteIdle.D() < 100*time.Millisecond {
+		p.add("timeouts.client_write_idle", "must be at least 100ms")
+	}
 	if c.Health.Failures < 1 {
 		p.add("health.failures", "must be at least 1")
 	}

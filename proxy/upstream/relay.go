@@ -62,9 +62,11 @@ func (r *Relay) Reset() {
 }
 
 // Send makes the upstream call req to dep; stream asks for the answer's body
-// as a stream, else Load reads it (bounded). On success the deployment's in-flight count stays raised
-// until the answer is relayed; on failure the deployment's health counts it.
-// req may be released as soon as Send returns.
+// as a stream, else Load reads it (bounded). On success the deployment's
+// in-flight count stays raised until the answer is relayed; on failure the
+// deployment's health counts it, unless the deployment was only busy (no
+// free connection in time) or its answer was over the bound. req may be
+// released as soon as Send returns.
 func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error {
 	r.dep = dep
 	r.wantStream = stream
@@ -73,8 +75,11 @@ func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error 
 	err := dep.client.Do(req, &r.resp)
 	if err != nil {
 		dep.inflight.Add(-1)
-		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		switch {
+		case errors.Is(err, fasthttp.ErrBodyTooLarge):
 			return ErrAnswerTooLarge // the deployment answered: it is not failing
+		case errors.Is(err, fasthttp.ErrNoFreeConns):
+			return err // busy, not failing
 		}
 		dep.Failed()
 	}
