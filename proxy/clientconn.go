@@ -78,3 +78,12 @@ func (c *clientConn) SetDeadline(t time.Time) error {
 	c.deadline = time.Time{}
 	return c.Conn.SetDeadline(t)
 }
+
+// CloseWrite shuts the write side of the connection, for a lingering close
+// (see lingerClose).
+func (c *clientConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
