@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"io"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -76,6 +77,11 @@ type call struct {
 	spliced []byte
 	url     []byte
 	status  int
+	// reserved is the call's share of the request body budget.
+	reserved int
+	// bodyDone: the request body was read to its end, or its rest is taken
+	// care of (see settleBody).
+	bodyDone bool
 
 	// What the access log and metrics read when the call finishes.
 	reason      string    // why the gateway rejected the call ("" when it did not)
@@ -124,11 +130,12 @@ const (
 )
 
 func (c *call) release() {
+	c.releaseBody()
 	c.fields.Reset()
 	c.up.Reset()
 	c.g, c.st, c.ctx, c.model, c.dep = nil, nil, nil, nil, nil
 	c.keyID = ""
-	c.done = false
+	c.done, c.bodyDone = false, false
 	c.onStream, c.onAnswer = nil, nil
 	c.owned, c.inherited, c.recorded = store.Response{}, "", false
 	c.status = 0
@@ -152,6 +159,41 @@ func (c *call) fail(e *Error) {
 	c.firstByte = time.Now()
 	writeError(c.ctx, c.family, e, c.reqID)
 	c.setRequestIDHeader()
+}
+
+// settleBody leaves the connection in order when the call answered before
+// reading its request body to the end (a refusal): fasthttp would read the
+// rest as the next request. A rest of up to maxQuietDrain bytes is read and
+// dropped and the connection serves on; a longer one is not read: the answer
+// says the connection closes and lingerClose ends it.
+func (c *call) settleBody() {
+	if c.bodyDone || !c.ctx.Request.IsBodyStream() {
+		return
+	}
+	c.bodyDone = true
+	ctx := c.ctx
+	if cl := ctx.Request.Header.ContentLength(); cl <= maxQuietDrain {
+		n, err := io.CopyN(io.Discard, ctx.RequestBodyStream(), maxQuietDrain+1)
+		if err == io.EOF && n <= maxQuietDrain {
+			return
+		}
+	}
+	closeAfterAnswer(ctx)
+}
+
+// closeAfterAnswer ends the connection after the answer with lingerClose.
+// The answer says the connection closes, so no client sends another request
+// into the drain; fasthttp would close at once on such an answer, so the
+// connection is hijacked and the answer written here.
+func closeAfterAnswer(ctx *fasthttp.RequestCtx) {
+	ctx.Response.SetConnectionClose()
+	answer := []byte(ctx.Response.String())
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		if _, err := c.Write(answer); err == nil {
+			lingerClose(c)
+		}
+	})
 }
 
 // authenticate checks the Bearer key (alpha also takes x-api-key, as its SDKs
@@ -186,11 +228,18 @@ var errBodyRead = errors.New("cannot read request body")
 // 413 before reading past the limit.
 func (c *call) readBody(limit int) bool {
 	req := &c.ctx.Request
-	if cl := req.Header.ContentLength(); cl > limit {
+	cl := req.Header.ContentLength()
+	if cl > limit {
 		c.fail(bodyTooLarge(limit))
 		return false
 	}
+	if !c.reserveUpTo(cl) {
+		return false
+	}
 	if !req.IsBodyStream() {
+		if !c.reserveUpTo(len(req.Body())) {
+			return false
+		}
 		c.body = append(c.body[:0], req.Body()...)
 		if len(c.body) > limit {
 			c.fail(bodyTooLarge(limit))
@@ -203,6 +252,10 @@ func (c *call) readBody(limit int) bool {
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
+			if !c.reserveUpTo(cap(buf)) {
+				c.body = buf
+				return false
+			}
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -212,6 +265,7 @@ func (c *call) readBody(limit int) bool {
 			return false
 		}
 		if err == io.EOF {
+			c.bodyDone = true
 			break
 		}
 		if err != nil {
@@ -470,6 +524,7 @@ func (c *call) relay() {
 	c.bodyLen = len(c.body)
 	if cap(c.body) > maxHeldBody {
 		c.body = nil
+		c.releaseBody()
 	}
 	if cap(c.spliced) > maxHeldBody {
 		c.spliced = nil
@@ -496,6 +551,7 @@ func (c *call) end() {
 	if c.done {
 		return
 	}
+	c.settleBody()
 	c.g.finish(c)
 	c.release()
 }

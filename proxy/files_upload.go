@@ -336,6 +336,7 @@ func (r *uploadFile) FinishFile(f *store.File) error {
 // read: the connection is handed to lingerClose, which lets the client read the answer
 // before the connection closes.
 func (u *upload) finishBody() {
+	u.c.bodyDone = true // the upload settles its body itself
 	ctx := u.c.ctx
 	r := ctx.RequestBodyStream()
 	if r == nil {
@@ -347,7 +348,7 @@ func (u *upload) finishBody() {
 			return
 		}
 	}
-	ctx.Hijack(lingerClose)
+	closeAfterAnswer(ctx)
 }
 
 // lingerClose ends a connection whose request body was not read to its end, on the

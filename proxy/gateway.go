@@ -43,6 +43,9 @@ type Gateway struct {
 	now    func() time.Time
 	router *router.Router
 	obs    *observer
+	// bodiesHeld is the request body bytes reserved by calls in flight; see
+	// reserveBody.
+	bodiesHeld atomic.Int64
 }
 
 // New builds a gateway for cfg, which must have passed Validate.

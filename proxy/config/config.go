@@ -100,6 +100,9 @@ type Limits struct {
 	// MaxResponseBytes bounds a non-streamed upstream answer; a longer one is
 	// answered 502. Default 64 MiB: image answers of several b64 PNGs reach ~50 MiB.
 	MaxResponseBytes int `yaml:"max_response_bytes"`
+	// MaxBufferedBodyBytes bounds the request body bytes held by all calls in
+	// flight; past it a call is answered 503. Default 256 MiB.
+	MaxBufferedBodyBytes int `yaml:"max_buffered_body_bytes"`
 }
 
 // Responses sets how long ownership records are kept.

@@ -27,6 +27,9 @@ func (c *Config) EnsureDefaults() {
 	if c.Limits.MaxImageBodyBytes == 0 {
 		c.Limits.MaxImageBodyBytes = 64 << 20
 	}
+	if c.Limits.MaxBufferedBodyBytes == 0 {
+		c.Limits.MaxBufferedBodyBytes = 256 << 20
+	}
 	if c.Limits.MaxResponseBytes == 0 {
 		c.Limits.MaxResponseBytes = 64 << 20
 	}

@@ -186,6 +186,9 @@ func (p *problems) limits(c *Config) {
 	if c.Limits.MaxImageBodyBytes < 1<<10 {
 		p.add("limits.max_image_body_bytes", "must be at least 1024")
 	}
+	if c.Limits.MaxBufferedBodyBytes < 1<<10 {
+		p.add("limits.max_buffered_body_bytes", "must be at least 1024")
+	}
 	if c.Limits.MaxResponseBytes < 1<<10 {
 		p.add("limits.max_response_bytes", "must be at least 1024")
 	}
