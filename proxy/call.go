@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -248,6 +249,11 @@ func (c *call) readBody(limit int) bool {
 		return true
 	}
 	buf := c.body[:0]
+	if cl >= 0 {
+		// The declared length at once, and a byte to see the end: a
+		// growing buffer would hold up to twice the body, half of it garbage.
+		buf = slices.Grow(buf, cl+1)
+	}
 	r := c.ctx.RequestBodyStream()
 	for {
 		if len(buf) == cap(buf) {
