@@ -3,6 +3,8 @@ package proxy
 import (
 	"errors"
 	"io"
+	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -76,6 +78,11 @@ type call struct {
 	spliced []byte
 	url     []byte
 	status  int
+	// reserved is the call's share of the request body budget.
+	reserved int
+	// bodyDone: the request body was read to its end, or its rest is taken
+	// care of (see settleBody).
+	bodyDone bool
 
 	// What the access log and metrics read when the call finishes.
 	reason      string    // why the gateway rejected the call ("" when it did not)
@@ -124,11 +131,12 @@ const (
 )
 
 func (c *call) release() {
+	c.releaseBody()
 	c.fields.Reset()
 	c.up.Reset()
 	c.g, c.st, c.ctx, c.model, c.dep = nil, nil, nil, nil, nil
 	c.keyID = ""
-	c.done = false
+	c.done, c.bodyDone = false, false
 	c.onStream, c.onAnswer = nil, nil
 	c.owned, c.inherited, c.recorded = store.Response{}, "", false
 	c.status = 0
@@ -152,6 +160,41 @@ func (c *call) fail(e *Error) {
 	c.firstByte = time.Now()
 	writeError(c.ctx, c.family, e, c.reqID)
 	c.setRequestIDHeader()
+}
+
+// settleBody leaves the connection in order when the call answered before
+// reading its request body to the end (a refusal): fasthttp would read the
+// rest as the next request. A rest of up to maxQuietDrain bytes is read and
+// dropped and the connection serves on; a longer one is not read: the answer
+// says the connection closes and lingerClose ends it.
+func (c *call) settleBody() {
+	if c.bodyDone || !c.ctx.Request.IsBodyStream() {
+		return
+	}
+	c.bodyDone = true
+	ctx := c.ctx
+	if cl := ctx.Request.Header.ContentLength(); cl <= maxQuietDrain {
+		n, err := io.CopyN(io.Discard, ctx.RequestBodyStream(), maxQuietDrain+1)
+		if err == io.EOF && n <= maxQuietDrain {
+			return
+		}
+	}
+	closeAfterAnswer(ctx)
+}
+
+// closeAfterAnswer ends the connection after the answer with lingerClose.
+// The answer says the connection closes, so no client sends another request
+// into the drain; fasthttp would close at once on such an answer, so the
+// connection is hijacked and the answer written here.
+func closeAfterAnswer(ctx *fasthttp.RequestCtx) {
+	ctx.Response.SetConnectionClose()
+	answer := []byte(ctx.Response.String())
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		if _, err := c.Write(answer); err == nil {
+			lingerClose(c)
+		}
+	})
 }
 
 // authenticate checks the Bearer key (alpha also takes x-api-key, as its SDKs
@@ -186,11 +229,18 @@ var errBodyRead = errors.New("cannot read request body")
 // 413 before reading past the limit.
 func (c *call) readBody(limit int) bool {
 	req := &c.ctx.Request
-	if cl := req.Header.ContentLength(); cl > limit {
+	cl := req.Header.ContentLength()
+	if cl > limit {
 		c.fail(bodyTooLarge(limit))
 		return false
 	}
+	if !c.reserveUpTo(cl) {
+		return false
+	}
 	if !req.IsBodyStream() {
+		if !c.reserveUpTo(len(req.Body())) {
+			return false
+		}
 		c.body = append(c.body[:0], req.Body()...)
 		if len(c.body) > limit {
 			c.fail(bodyTooLarge(limit))
@@ -199,10 +249,19 @@ func (c *call) readBody(limit int) bool {
 		return true
 	}
 	buf := c.body[:0]
+	if cl >= 0 {
+		// The declared length at once, and a byte to see the end: a
+		// growing buffer would hold up to twice the body, half of it garbage.
+		buf = slices.Grow(buf, cl+1)
+	}
 	r := c.ctx.RequestBodyStream()
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
+			if !c.reserveUpTo(cap(buf)) {
+				c.body = buf
+				return false
+			}
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -212,11 +271,12 @@ func (c *call) readBody(limit int) bool {
 			return false
 		}
 		if err == io.EOF {
+			c.bodyDone = true
 			break
 		}
 		if err != nil {
 			c.body = buf
-			c.fail(&Error{Status: 400, Message: errBodyRead.Error(), Reason: "body_read", Cause: err})
+			c.fail(&Error{Status: 400, Message: errBodyRead.Error(), Reason: "body_read", Cause: redacted{err}})
 			return false
 		}
 	}
@@ -308,12 +368,19 @@ func (c *call) bodyWithoutSessionID() []byte {
 }
 
 // forward sends the request to a deployment of r chosen by key and relays the
-// answer. A deployment that cannot be connected to is marked failed and the
-// call moves to the next choice; nothing had reached it.
+// answer. A deployment that cannot be connected to is marked failed, and one
+// whose connections are all busy past timeouts.connect is passed over; the
+// call moves to the next choice, as nothing had reached it. When every
+// choice failed and one was busy, the answer is 503 busy.
 func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool) {
 	var tried affinity.Set
+	var busy error
 	for {
 		i, dep := r.Pick(c.sessionHash, c.hasSession, tried)
+		if dep == nil && busy != nil {
+			c.fail(upstreamError(busy))
+			return
+		}
 		if dep == nil {
 			c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached"})
 			return
@@ -326,6 +393,9 @@ func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool)
 		if !upstream.IsDialError(err) {
 			c.fail(upstreamError(err))
 			return
+		}
+		if errors.Is(err, fasthttp.ErrNoFreeConns) {
+			busy = err
 		}
 		tried = tried.With(i)
 	}
@@ -354,11 +424,22 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 	return err
 }
 
+// upstreamError maps a failed upstream call to the client's error. Its cause
+// is redacted: fasthttp's text for an answer it could not parse quotes the
+// answer's bytes.
 func upstreamError(err error) *Error {
-	if errors.Is(err, fasthttp.ErrTimeout) || upstream.IsTimeout(err) {
-		return &Error{Status: 504, Reason: "upstream_timeout", Message: "the upstream provider did not answer in time", Cause: err}
+	if errors.Is(err, fasthttp.ErrNoFreeConns) {
+		return &Error{Status: 503, Reason: "upstream_busy", RetryAfter: 1, Cause: err,
+			Message: "busy: every connection to the upstream provider is in use; retry shortly"}
 	}
-	return &Error{Status: 502, Reason: "upstream_error", Message: "the upstream provider failed to answer", Cause: err}
+	if errors.Is(err, upstream.ErrAnswerTooLarge) {
+		return &Error{Status: 502, Reason: "upstream_too_large", Cause: err,
+			Message: "the upstream answer is larger than the gateway's limit"}
+	}
+	if errors.Is(err, fasthttp.ErrTimeout) || upstream.IsTimeout(err) {
+		return &Error{Status: 504, Reason: "upstream_timeout", Message: "the upstream provider did not answer in time", Cause: redacted{err}}
+	}
+	return &Error{Status: 502, Reason: "upstream_error", Message: "the upstream provider failed to answer", Cause: redacted{err}}
 }
 
 // prepare builds the upstream request: the client's end-to-end headers, the
@@ -440,14 +521,17 @@ func strippedRequestHeader(name []byte) int {
 // body, buffered when it was read whole, else streamed by the relay.
 func (c *call) relay() {
 	out := &c.ctx.Response
+	if err := c.up.Load(out, c.st.cfg.Limits.MaxResponseBytes, c.onAnswer != nil); err != nil {
+		c.fail(upstreamError(err))
+		return
+	}
 	c.status = c.up.Begin(out)
 	c.setRequestIDHeader()
 	if !c.up.Streamed() {
-		body := c.up.Body()
+		body := out.Body()
 		if c.onAnswer != nil && !c.onAnswer(c, body) {
 			return
 		}
-		out.SetBody(body)
 		c.firstByte = time.Now()
 		c.bytesOut = int64(len(body))
 		return
@@ -457,6 +541,7 @@ func (c *call) relay() {
 	c.bodyLen = len(c.body)
 	if cap(c.body) > maxHeldBody {
 		c.body = nil
+		c.releaseBody()
 	}
 	if cap(c.spliced) > maxHeldBody {
 		c.spliced = nil
@@ -483,6 +568,7 @@ func (c *call) end() {
 	if c.done {
 		return
 	}
+	c.settleBody()
 	c.g.finish(c)
 	c.release()
 }

@@ -133,7 +133,7 @@ func (e *testEnv) start() {
 	e.ln = ln
 	e.base = "http://" + ln.Addr().String()
 	e.srv = gw.NewServer()
-	go e.srv.Serve(ln)
+	go e.srv.Serve(gw.Listener(ln))
 	t.Cleanup(e.stop)
 }
 

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"strconv"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/family"
@@ -17,6 +19,8 @@ type Error struct {
 	// Reason labels the rejection in metrics and logs (e.g. "idempotency_key").
 	Reason string
 	Cause  error
+	// RetryAfter, when positive, is sent as Retry-After, in seconds.
+	RetryAfter int
 }
 
 func (e *Error) Error() string {
@@ -39,6 +43,9 @@ func writeError(ctx *fasthttp.RequestCtx, fam family.Family, e *Error, requestID
 	resp.ResetBody()
 	resp.SetStatusCode(e.Status)
 	resp.Header.SetContentType("application/json")
+	if e.RetryAfter > 0 {
+		resp.Header.Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
 	if e.Status < 500 && e.Status != 408 && e.Status != 409 && e.Status != 429 {
 		resp.Header.Set("x-should-retry", "false")
 	}

@@ -174,9 +174,9 @@ func (u *upload) formError(err error) *Error {
 		return &Error{Status: 413, Reason: "form_too_large",
 			Message: "a part header or form field is larger than the limit of " + strconv.Itoa(uploadFormBudget) + " bytes"}
 	case u.body.readErr != nil:
-		return &Error{Status: 400, Reason: "body_read", Message: "cannot read the upload body", Cause: err}
+		return &Error{Status: 400, Reason: "body_read", Message: "cannot read the upload body", Cause: redacted{err}}
 	}
-	return &Error{Status: 400, Reason: "bad_multipart", Message: "malformed multipart body: " + err.Error(), Cause: err}
+	return &Error{Status: 400, Reason: "bad_multipart", Message: "malformed multipart body: " + err.Error(), Cause: redacted{err}}
 }
 
 // readToFile reads the form up to the file field and the first bytes of the file, which
@@ -336,6 +336,7 @@ func (r *uploadFile) FinishFile(f *store.File) error {
 // read: the connection is handed to lingerClose, which lets the client read the answer
 // before the connection closes.
 func (u *upload) finishBody() {
+	u.c.bodyDone = true // the upload settles its body itself
 	ctx := u.c.ctx
 	r := ctx.RequestBodyStream()
 	if r == nil {
@@ -347,7 +348,7 @@ func (u *upload) finishBody() {
 			return
 		}
 	}
-	ctx.Hijack(lingerClose)
+	closeAfterAnswer(ctx)
 }
 
 // lingerClose ends a connection whose request body was not read to its end, on the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -44,6 +43,9 @@ type Gateway struct {
 	now    func() time.Time
 	router *router.Router
 	obs    *observer
+	// bodiesHeld is the request body bytes reserved by calls in flight; see
+	// reserveBody.
+	bodiesHeld atomic.Int64
 }
 
 // New builds a gateway for cfg, which must have passed Validate.
@@ -100,14 +102,9 @@ func (g *Gateway) NewServer() *fasthttp.Server {
 		CloseOnShutdown:              true,
 		TCPKeepalive:                 true,
 		NoDefaultContentType:         true,
+		SecureErrorLogMessage:        true, // and slogPrinter drops the texts anyway
 		Logger:                       slogPrinter{g.log},
 	}
-}
-
-type slogPrinter struct{ l *slog.Logger }
-
-func (p slogPrinter) Printf(format string, args ...any) {
-	p.l.Warn("http server", "detail", fmt.Sprintf(format, args...))
 }
 
 func (g *Gateway) routes() *router.Router {
@@ -218,7 +215,7 @@ func (g *Gateway) methodNotAllowed(ctx *fasthttp.RequestCtx) {
 }
 
 func (g *Gateway) panicked(ctx *fasthttp.RequestCtx, v any) {
-	g.log.Error("BUG: handler panicked", "panic", v, "path", string(ctx.Path()))
+	g.log.Error("BUG: handler panicked", "panic", panicSummary(v), "family", familyOfPath(ctx.Path()).String())
 	writeError(ctx, familyOfPath(ctx.Path()), &Error{Status: 500, Message: "internal error"}, nil)
 }
 

@@ -49,7 +49,7 @@ func streamed(t *testing.T, c *call, cfg *config.Config) {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Shutdown() })
 	u := config.Upstream{Name: "sse", Family: "beta", BaseURL: "http://" + ln.Addr().String() + "/v1", MaxConns: 1}
-	c.dep = upstream.New(u, cfg.Timeouts, cfg.Health)
+	c.dep = upstream.New(u, cfg.Timeouts, cfg.Health, cfg.Limits)
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	c.url = c.dep.Target(req, c.url, "/chat/completions")

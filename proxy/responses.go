@@ -45,7 +45,9 @@ func (g *Gateway) responsesCreate(ctx *fasthttp.RequestCtx) {
 		c.owned = store.Response{Owner: c.keyID, Model: c.routeModelName()}
 		c.onAnswer = recordFromBody
 		c.onStream = recordFromStream
-		c.scanner.Reset(0)
+		// response.created may echo a large request (instructions, input):
+		// the id is read from it whatever its size, within the answer bound.
+		c.scanner.Reset(c.st.cfg.Limits.MaxResponseBytes)
 	}
 	if dep != nil {
 		c.forwardTo(dep, "/responses", c.bodyWithoutSessionID(), c.fields.Stream)
@@ -150,8 +152,10 @@ func recordFromStream(c *call, p []byte) {
 	for {
 		ev, ok, err := c.scanner.Next()
 		if err != nil || !ok {
-			if err != nil {
-				c.recorded = true // give up: the stream is not what a Responses stream is
+			if err != nil { // an event over the bound: the response cannot be recorded
+				c.recorded = true
+				c.g.log.Error("cannot record streamed response", "err", err)
+				c.up.Abort("the gateway could not record the response: an event is larger than its limit")
 			}
 			return
 		}

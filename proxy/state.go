@@ -47,13 +47,13 @@ func buildState(cfg *config.Config, keys Verifier, prev *state, now time.Time) (
 	for _, u := range cfg.Upstreams {
 		fam, _ := family.Parse(u.Family)
 		if prev != nil {
-			if d, ok := prev.deps[u.Name]; ok && d.Same(u, cfg.Timeouts, cfg.Health) {
+			if d, ok := prev.deps[u.Name]; ok && d.Same(u, cfg.Timeouts, cfg.Health, cfg.Limits) {
 				st.deps[u.Name] = d
 				st.hasFamily[fam] = true
 				continue
 			}
 		}
-		st.deps[u.Name] = upstream.New(u, cfg.Timeouts, cfg.Health)
+		st.deps[u.Name] = upstream.New(u, cfg.Timeouts, cfg.Health, cfg.Limits)
 		st.hasFamily[fam] = true
 	}
 	for _, g := range cfg.Groups {

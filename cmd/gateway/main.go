@@ -174,7 +174,7 @@ type running struct {
 // and starts the janitor.
 func start(gw *proxy.Gateway, st io.Closer, lns []net.Listener, log *slog.Logger) *running {
 	r := &running{gw: gw, st: st, served: make(chan error, 2), srv: gw.NewServer()}
-	go func() { r.served <- r.srv.Serve(lns[0]) }()
+	go func() { r.served <- r.srv.Serve(gw.Listener(lns[0])) }()
 	if len(lns) > 1 {
 		r.admin = gw.NewAdminServer()
 		go func() { r.served <- r.admin.Serve(lns[1]) }()

@@ -85,6 +85,9 @@ type Timeouts struct {
 	Connect   Duration `yaml:"connect"`    // dial; default 5s
 	FirstByte Duration `yaml:"first_byte"` // request sent → first answer byte; default 10m
 	Idle      Duration `yaml:"idle"`       // between two reads of a streamed answer; default 5m
+	// ClientWriteIdle drops a client whose connection takes no byte of an
+	// answer for this long (see proxy.Gateway.Listener); default 60s.
+	ClientWriteIdle Duration `yaml:"client_write_idle"`
 }
 
 // Health sets when a failing deployment is excluded, and for how long.
@@ -93,10 +96,17 @@ type Health struct {
 	Cooldown Duration `yaml:"cooldown"` // how long it stays excluded; default 10s
 }
 
-// Limits bounds request bodies per route kind.
+// Limits bounds request bodies per route kind and the upstream answers the
+// gateway holds.
 type Limits struct {
 	MaxBodyBytes      int `yaml:"max_body_bytes"`       // chat, messages, responses; default 32 MiB
 	MaxImageBodyBytes int `yaml:"max_image_body_bytes"` // images and generateContent; default 64 MiB
+	// MaxResponseBytes bounds a non-streamed upstream answer; a longer one is
+	// answered 502. Default 64 MiB: image answers of several b64 PNGs reach ~50 MiB.
+	MaxResponseBytes int `yaml:"max_response_bytes"`
+	// MaxBufferedBodyBytes bounds the request body bytes held by all calls in
+	// flight; past it a call is answered 503. Default 256 MiB.
+	MaxBufferedBodyBytes int `yaml:"max_buffered_body_bytes"`
 }
 
 // Responses sets how long ownership records are kept.

@@ -23,6 +23,7 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.Timeouts.Connect, 5*time.Second)
 	setDefault(&c.Timeouts.FirstByte, 10*time.Minute)
 	setDefault(&c.Timeouts.Idle, 5*time.Minute)
+	setDefault(&c.Timeouts.ClientWriteIdle, time.Minute)
 	if c.Health.Failures == 0 {
 		c.Health.Failures = 3
 	}
@@ -32,6 +33,12 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Limits.MaxImageBodyBytes == 0 {
 		c.Limits.MaxImageBodyBytes = 64 << 20
+	}
+	if c.Limits.MaxBufferedBodyBytes == 0 {
+		c.Limits.MaxBufferedBodyBytes = 256 << 20
+	}
+	if c.Limits.MaxResponseBytes == 0 {
+		c.Limits.MaxResponseBytes = 64 << 20
 	}
 	setDefault(&c.Responses.Retention, 720*time.Hour)
 	setDefault(&c.Files.DefaultExpiresIn, 720*time.Hour)

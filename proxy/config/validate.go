@@ -175,8 +175,12 @@ func (p *problems) groups(groups []Group, ups map[string]family.Family) {
 	}
 }
 
-// limits checks the health, body limit and file expiry settings.
+// limits checks the client write timeout, health, body limit and file
+// expiry settings.
 func (p *problems) limits(c *Config) {
+	if c.Timeouts.ClientWriteIdle.D() < 100*time.Millisecond {
+		p.add("timeouts.client_write_idle", "must be at least 100ms")
+	}
 	if c.Health.Failures < 1 {
 		p.add("health.failures", "must be at least 1")
 	}
@@ -185,6 +189,12 @@ func (p *problems) limits(c *Config) {
 	}
 	if c.Limits.MaxImageBodyBytes < 1<<10 {
 		p.add("limits.max_image_body_bytes", "must be at least 1024")
+	}
+	if c.Limits.MaxBufferedBodyBytes < 1<<10 {
+		p.add("limits.max_buffered_body_bytes", "must be at least 1024")
+	}
+	if c.Limits.MaxResponseBytes < 1<<10 {
+		p.add("limits.max_response_bytes", "must be at least 1024")
 	}
 	if d := c.Files.DefaultExpiresIn.D(); d < time.Hour || d > 90*24*time.Hour {
 		p.add("files.default_expires_in", "must be between 1h and 2160h (the upload limits)")

@@ -36,14 +36,16 @@ type Deployment struct {
 
 	maxFailures int32
 	cooldown    time.Duration
+	// maxAnswer bounds an answer read whole (config limits.max_response_bytes).
+	maxAnswer int
 
 	// Stats holds picks, session moves and the deployment's metrics.
 	Stats Stats
 }
 
 // New makes the deployment u, which must have passed config validation, with
-// the process's timeouts t and health settings h.
-func New(u config.Upstream, t config.Timeouts, h config.Health) *Deployment {
+// the process's timeouts t, health settings h and limits l.
+func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits) *Deployment {
 	pu, _ := url.Parse(u.BaseURL) // validated by Config.Validate
 	fam, _ := family.Parse(u.Family)
 	isTLS := pu.Scheme == "https"
@@ -66,8 +68,12 @@ func New(u config.Upstream, t config.Timeouts, h config.Health) *Deployment {
 		cfg:         u,
 		maxFailures: int32(h.Failures),
 		cooldown:    h.Cooldown.D(),
+		maxAnswer:   l.MaxResponseBytes,
 	}
 	d.client = newClient(addr, isTLS, u.MaxConns, t)
+	if !d.loadsItself() {
+		d.client.MaxResponseBodySize = d.maxAnswer
+	}
 	return d
 }
 
@@ -86,15 +92,27 @@ func newClient(addr string, isTLS bool, maxConns int, t config.Timeouts) *fastht
 		WriteBufferSize:               8 << 10,
 		DisableHeaderNamesNormalizing: true,
 		DisablePathNormalizing:        true,
-		MaxResponseBodySize:           0,
+		MaxResponseBodySize:           0, // set by New
 		MaxConnWaitTimeout:            t.Connect.D(),
+		SecureErrorLogMessage:         true, // errors never quote the answer's bytes
 	}
 }
 
 // Same reports whether the deployment can be kept across a reload to u.
-func (d *Deployment) Same(u config.Upstream, t config.Timeouts, h config.Health) bool {
-	return d.cfg == u && d.maxFailures == int32(h.Failures) && d.cooldown == h.Cooldown.D()
+func (d *Deployment) Same(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits) bool {
+	return d.cfg == u && d.maxFailures == int32(h.Failures) && d.cooldown == h.Cooldown.D() &&
+		d.maxAnswer == l.MaxResponseBytes
 }
+
+// fasthttpLinearMax is the largest bound at which fasthttp's own read of a
+// whole answer costs time linear in its size: above 100 MB it grows its
+// buffer by each chunk's size, a copy of the whole answer per chunk.
+const fasthttpLinearMax = 96 << 20
+
+// loadsItself reports whether answers read whole are read by Relay.Load
+// rather than by fasthttp: when the bound is above fasthttpLinearMax. It
+// costs fasthttp's stream wrapper, a few allocations per call.
+func (d *Deployment) loadsItself() bool { return d.maxAnswer > fasthttpLinearMax }
 
 // Name is the deployment's configured name.
 func (d *Deployment) Name() string { return d.name }

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"strings"
 	"time"
@@ -21,6 +22,9 @@ type Relay struct {
 	// Send), so an open stream does not hold it.
 	resp fasthttp.Response
 	dep  *Deployment
+	// wantStream: the caller asked for a streamed answer; loaded: Load read
+	// the answer whole (or it had no body) and the upstream side is done.
+	wantStream, loaded bool
 
 	// what is known once a streamed answer begins
 	stream    io.Reader
@@ -49,6 +53,7 @@ type Tap interface {
 func (r *Relay) Reset() {
 	r.resp.Reset()
 	r.dep, r.stream, r.tap = nil, nil, nil
+	r.wantStream, r.loaded = false, false
 	r.sse, r.fixedSize, r.broken, r.responses = false, false, false, false
 	r.heads = eventHeads{}
 	r.peek, r.canPeek = upstreamPeek{}, false
@@ -57,16 +62,25 @@ func (r *Relay) Reset() {
 }
 
 // Send makes the upstream call req to dep; stream asks for the answer's body
-// as a stream. On success the deployment's in-flight count stays raised
-// until the answer is relayed; on failure the deployment's health counts it.
-// req may be released as soon as Send returns.
+// as a stream, else Load reads it (bounded). On success the deployment's
+// in-flight count stays raised until the answer is relayed; on failure the
+// deployment's health counts it, unless the deployment was only busy (no
+// free connection in time) or its answer was over the bound. req may be
+// released as soon as Send returns.
 func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error {
 	r.dep = dep
-	r.resp.StreamBody = stream
+	r.wantStream = stream
+	r.resp.StreamBody = stream || dep.loadsItself()
 	dep.inflight.Add(1)
 	err := dep.client.Do(req, &r.resp)
 	if err != nil {
 		dep.inflight.Add(-1)
+		switch {
+		case errors.Is(err, fasthttp.ErrBodyTooLarge):
+			return ErrAnswerTooLarge // the deployment answered: it is not failing
+		case errors.Is(err, fasthttp.ErrNoFreeConns):
+			return err // busy, not failing
+		}
 		dep.Failed()
 	}
 	return err
@@ -93,15 +107,8 @@ func (r *Relay) Begin(out *fasthttp.Response) int {
 }
 
 // Streamed reports whether the answer's body comes as a stream, to be
-// relayed by Stream; otherwise Body holds it whole.
-func (r *Relay) Streamed() bool { return r.resp.BodyStream() != nil }
-
-// Body returns an answer read whole and ends the deployment's in-flight
-// count. It is valid until Reset.
-func (r *Relay) Body() []byte {
-	r.dep.inflight.Add(-1)
-	return r.resp.Body()
-}
+// relayed by Stream; otherwise Load put it whole in the client's response.
+func (r *Relay) Streamed() bool { return !r.loaded }
 
 // Stream prepares the relay of a streamed answer as the body of out, whose
 // family fam (a Responses stream when responses is set) decides how a broken
