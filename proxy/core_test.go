@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/modelgate/gateway/bench/sim"
+	"github.com/modelgate/gateway/proxy/config"
 )
 
 func (e *testEnv) openai(key string, opts ...option.RequestOption) *openai.Client {
@@ -323,7 +324,7 @@ func TestAffinitySpreadAndMove(t *testing.T) {
 	yaml := strings.Replace(fmt.Sprintf(testConfigYAML, e.sims[0].Addr(), e.sims[1].Addr(), HashKey(keyB)),
 		"  - {name: d1-gamma", fmt.Sprintf("  - {name: d3-beta, family: beta, base_url: \"http://%s/v1\", api_key: up-beta}\n  - {name: d1-gamma", d3.Addr()), 1)
 	yaml = strings.Replace(yaml, "upstreams: [d1-alpha, d2-alpha, d1-beta, d2-beta]", "upstreams: [d1-alpha, d2-alpha, d1-beta, d2-beta, d3-beta]", 1)
-	cfg, err := ParseConfig([]byte(yaml), func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}

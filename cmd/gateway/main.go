@@ -25,6 +25,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy"
+	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -134,7 +135,7 @@ func start(f flags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var cfg *proxy.Config
+	var cfg *config.Config
 	if f.configPath == "" {
 		demo, err := startDemo()
 		if err != nil {
@@ -144,7 +145,7 @@ func start(f flags, stdout, stderr io.Writer) error {
 		cfg = demo.cfg
 		log.Warn("no provider configured: serving the offline demo against the bundled upstream simulator",
 			"simulator", demo.addr, "demo_key", demo.key, "models", demo.models)
-	} else if cfg, err = proxy.LoadConfig(f.configPath); err != nil {
+	} else if cfg, err = config.Load(f.configPath); err != nil {
 		return err
 	}
 	if f.listen != "" {
@@ -194,7 +195,7 @@ type serveOptions struct {
 	access      *slog.Logger // nil: no access log
 }
 
-func serve(cfg *proxy.Config, o serveOptions) error {
+func serve(cfg *config.Config, o serveOptions) error {
 	log := o.log
 	// Take the signals before anything is announced: a SIGHUP that arrives
 	// right after "listening" must reload, not kill the process.
@@ -299,7 +300,7 @@ func reload(gw *proxy.Gateway, configPath string, log *slog.Logger) {
 		log.Warn("reload ignored: the demo has no config file")
 		return
 	}
-	cfg, err := proxy.LoadConfig(configPath)
+	cfg, err := config.Load(configPath)
 	if err == nil {
 		cfg.Listen = gw.Config().Listen
 		err = gw.Reload(cfg)
@@ -354,7 +355,7 @@ func check(args []string, stdout, stderr io.Writer) error {
 		checkUsage(stderr, fs)
 		return usageError{"check needs a config file: gateway check -config FILE"}
 	}
-	cfg, err := proxy.LoadConfig(*configPath)
+	cfg, err := config.Load(*configPath)
 	if err != nil {
 		return err
 	}

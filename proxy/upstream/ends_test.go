@@ -1,14 +1,16 @@
-package proxy
+package upstream
 
 import (
 	"os"
 	"testing"
+
+	"github.com/modelgate/gateway/proxy/family"
 )
 
 func TestEventHeadsJudgesStreamEnds(t *testing.T) {
-	f := func(file string, fam Family, responses bool) {
+	f := func(file string, fam family.Family, responses bool) {
 		t.Helper()
-		stream, err := os.ReadFile("../parse/testdata/sse/" + file)
+		stream, err := os.ReadFile("../../parse/testdata/sse/" + file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,9 +32,9 @@ func TestEventHeadsJudgesStreamEnds(t *testing.T) {
 			}
 		}
 	}
-	f("alpha_messages.sse", Alpha, false)
-	f("beta_chat.sse", Beta, false)
-	f("beta_responses.sse", Beta, true)
+	f("alpha_messages.sse", family.Alpha, false)
+	f("beta_chat.sse", family.Beta, false)
+	f("beta_responses.sse", family.Beta, true)
 }
 
 // lastEventStart is the offset where the final event of a well-formed stream begins.

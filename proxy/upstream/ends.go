@@ -1,6 +1,10 @@
-package proxy
+package upstream
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/modelgate/gateway/proxy/family"
+)
 
 // eventHeads follows an SSE stream as it is relayed and keeps the first bytes
 // of the last complete event, so that the end of the stream can be judged: a
@@ -53,9 +57,9 @@ var (
 	newline         = []byte{'\n'}
 	finalDone       = []byte("[DONE]")
 	finalEventError = []byte("event: error")
-	finalMarkers    = [numFamilies][][]byte{
-		Alpha: {[]byte("message_stop"), finalEventError},
-		Beta:  {finalDone},
+	finalMarkers    = [family.Count][][]byte{
+		family.Alpha: {[]byte("message_stop"), finalEventError},
+		family.Beta:  {finalDone},
 	}
 	finalResponses = [][]byte{
 		[]byte("response.completed"), []byte("response.failed"), []byte("response.incomplete"), finalEventError,
@@ -65,7 +69,7 @@ var (
 // ended reports whether the last complete event is a final one for the
 // family (a Responses stream when responses is set). Families without a final
 // event always count as ended.
-func (h *eventHeads) ended(fam Family, responses bool) bool {
+func (h *eventHeads) ended(fam family.Family, responses bool) bool {
 	markers := finalMarkers[fam]
 	if responses {
 		markers = finalResponses
@@ -80,5 +84,5 @@ func (h *eventHeads) ended(fam Family, responses bool) bool {
 		}
 	}
 	// a data frame with a top-level error also ends a beta stream
-	return fam == Beta && bytes.HasPrefix(head, []byte("data: {\"error\""))
+	return fam == family.Beta && bytes.HasPrefix(head, []byte("data: {\"error\""))
 }
