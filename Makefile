@@ -30,6 +30,7 @@ test:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzPeek$$' -fuzztime 60s ./parse/
 	$(GO) test -run '^$$' -fuzz '^FuzzSplice$$' -fuzztime 60s ./parse/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendForUpstream$$' -fuzztime 60s ./parse/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 60s ./parse/
 
 bench: build
