@@ -204,7 +204,7 @@ func serve(cfg *config.Config, o serveOptions) error {
 	defer signal.Stop(sigs)
 	st, err := store.OpenPebble(cfg.Store.Path, store.PebbleOptions{Logger: store.SlogLogger(log)})
 	if err != nil {
-		return fmt.Errorf("cannot open store at %s: %w", cfg.Store.Path, err)
+		return err // it names the store and says why, once
 	}
 	gw, err := proxy.New(cfg, proxy.Options{Store: st, Logger: log, AccessLog: o.access, MetricsOnAdmin: o.adminListen != ""})
 	if err != nil {

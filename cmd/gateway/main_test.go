@@ -142,6 +142,18 @@ func TestStrayWords(t *testing.T) {
 	f(2, "", "hash-key takes one key", "hash-key", "a", "b")
 }
 
+// TestSecondGatewayOnOneStore: a second gateway on the same store says that
+// another process holds it, once.
+func TestSecondGatewayOnOneStore(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	code, _, errOut := runBin(t, "", "-config", e.cfgPath, "-listen", "127.0.0.1:0")
+	if code != 1 || strings.Count(errOut, "cannot open store") != 1 || strings.Count(errOut, "held by another process") != 1 ||
+		strings.Contains(errOut, "temporarily unavailable") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
 func TestHashKey(t *testing.T) {
 	want := proxy.HashKey(keyA) + "\n"
 	if code, out, _ := runBin(t, "", "hash-key", keyA); code != 0 || out != want {
