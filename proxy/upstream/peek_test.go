@@ -98,22 +98,6 @@ func TestChunkBuffered(t *testing.T) {
 	}
 }
 
-func TestLastEventEnd(t *testing.T) {
-	for in, want := range map[string]int{
-		"":                           0,
-		"data: a":                    0,
-		"data: a\n\n":                9,
-		"data: a\n\ndata: b":         9,
-		"data: a\r\n\r\ndata: b":     11,
-		"data: a\n\ndata: b\n\n":     18,
-		"data: a\n\ndata: b\r\n\r\n": 20,
-	} {
-		if got := lastEventEnd([]byte(in)); got != want {
-			t.Errorf("lastEventEnd(%q) = %d, want %d", in, got, want)
-		}
-	}
-}
-
 // bodyWriterTo is a body that fasthttp relays through WriteTo.
 type bodyWriterTo struct {
 	io.Reader

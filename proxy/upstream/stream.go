@@ -2,12 +2,12 @@ package upstream
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 	"sync"
 	"time"
 
+	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/family"
 )
 
@@ -210,7 +210,7 @@ func (r *Relay) relayEvents(w io.Writer, bw *bufio.Writer) (int64, error) {
 // rest there, and flushes bw when there is one.
 func flushEvents(w io.Writer, bw *bufio.Writer, buf *[]byte) (int, error) {
 	var m int
-	if end := lastEventEnd(*buf); end > 0 {
+	if end := parse.LastEventEnd(*buf); end > 0 {
 		var err error
 		m, err = writeEvents(w, bw, (*buf)[:end])
 		if err != nil {
@@ -239,23 +239,5 @@ func writeEvents(w io.Writer, bw *bufio.Writer, p []byte) (int, error) {
 	}
 	return w.Write(p)
 }
-
-// lastEventEnd returns the length of the finished events at the start of
-// b: up to its last blank line, or 0.
-func lastEventEnd(b []byte) int {
-	end := 0
-	if i := bytes.LastIndex(b, lfLF); i >= 0 {
-		end = i + 2
-	}
-	if i := bytes.LastIndex(b, lfCRLF); i >= 0 && i+3 > end {
-		end = i + 3
-	}
-	return end
-}
-
-var (
-	lfLF   = []byte("\n\n")
-	lfCRLF = []byte("\n\r\n")
-)
 
 const hexDigits = "0123456789abcdef"
