@@ -14,10 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -359,8 +361,42 @@ func check(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := checkStoreDir(cfg.Store.Path); err != nil {
+		return fmt.Errorf("config %s:\n%w", *configPath, err)
+	}
 	fmt.Fprintf(stdout, "config ok: %d keys, %d upstreams, %d models\n", len(cfg.Keys), len(cfg.Upstreams), len(cfg.Models))
 	return nil
+}
+
+// checkStoreDir checks what start would need of store.path: that it is a
+// directory, or can be made one, in which this process can write. It leaves
+// nothing behind, and does not take the store's lock: a running gateway may
+// hold it.
+func checkStoreDir(dir string) error {
+	d := dir
+	for {
+		fi, err := os.Stat(d)
+		if err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("store.path: %s is not a directory", d)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("store.path: %w", err)
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	f, err := os.CreateTemp(d, ".gateway-check-*")
+	if err != nil {
+		return fmt.Errorf("store.path: cannot write in %s: %w", d, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 func hashKey(args []string, stdout io.Writer) error {

@@ -181,6 +181,13 @@ func TestCheck(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, `models[2].upstreams[0]: unknown upstream "no-such-upstream"`) {
 		t.Fatalf("bad config: exit %d, %q", code, errOut)
 	}
+	blocker := filepath.Join(dir, "a-file")
+	os.WriteFile(blocker, nil, 0o600)
+	unwritable := filepath.Join(dir, "unwritable.yaml")
+	writeConfig(t, unwritable, filepath.Join(blocker, "sub"), "127.0.0.1:1", "127.0.0.1:2", "")
+	if code, _, errOut := runBin(t, "", "check", unwritable); code != 1 || !strings.Contains(errOut, "store.path: "+blocker+" is not a directory") {
+		t.Fatalf("a store path under a file: exit %d, %q", code, errOut)
+	}
 	if code, out, _ := runBin(t, "", "check", good); code != 0 || out != "config ok: 2 keys, 3 upstreams, 2 models\n" {
 		t.Fatalf("check FILE: exit %d, %q", code, out)
 	}
