@@ -169,6 +169,7 @@ func (g *Gateway) modelCall(ctx *fasthttp.RequestCtx, fam family.Family, ep endp
 // stored files get them inlined; every body loses session_id.
 func (c *call) prepareBody() ([]byte, bool) {
 	if c.ep == epMessages && c.g.hasFileRefs(c.body) {
+		c.inlined = true
 		return c.g.inlineFiles(c)
 	}
 	return c.bodyWithoutSessionID(), true
