@@ -54,11 +54,11 @@ type Upstream struct {
 type Model struct {
 	ID                  string          `yaml:"id"`
 	Upstreams           []ModelUpstream `yaml:"upstreams"`
-	Image               bool       `yaml:"image"`
-	OwnedBy             string     `yaml:"owned_by"`
-	Created             int64      `yaml:"created"`
-	SupportedParameters []string   `yaml:"supported_parameters"`
-	Reasoning           *Reasoning `yaml:"reasoning"`
+	Image               bool            `yaml:"image"`
+	OwnedBy             string          `yaml:"owned_by"`
+	Created             int64           `yaml:"created"`
+	SupportedParameters []string        `yaml:"supported_parameters"`
+	Reasoning           *Reasoning      `yaml:"reasoning"`
 }
 
 // ModelUpstream is one deployment of a model. In YAML it is the deployment's name, or
