@@ -67,20 +67,9 @@ func buildState(cfg *config.Config, keys Verifier, prev *state, now time.Time) (
 		st.groups[g.Name] = members
 	}
 	for _, mc := range cfg.Models {
-		m := &model{id: mc.ID, image: mc.Image, renamed: providerModels(mc)}
-		var err error
-		if m.routes, err = st.routesFor(mc, nil); err != nil {
-			return nil, fmt.Errorf("models %q: %w", mc.ID, err)
-		}
-		if len(st.groups) > 0 {
-			m.grouped = make(map[string]*[family.Count]*upstream.Route, len(st.groups))
-			for name, members := range st.groups {
-				rs, err := st.routesFor(mc, members)
-				if err != nil {
-					return nil, fmt.Errorf("models %q, group %q: %w", mc.ID, name, err)
-				}
-				m.grouped[name] = &rs
-			}
+		m, err := st.newModel(mc)
+		if err != nil {
+			return nil, err
 		}
 		st.models[mc.ID] = m
 	}
@@ -90,6 +79,28 @@ func buildState(cfg *config.Config, keys Verifier, prev *state, now time.Time) (
 	}
 	st.modelList = list
 	return st, nil
+}
+
+// newModel makes the routes of mc over the state's deployments: per family,
+// and per group when there are groups.
+func (st *state) newModel(mc config.Model) (*model, error) {
+	m := &model{id: mc.ID, image: mc.Image, renamed: providerModels(mc)}
+	var err error
+	if m.routes, err = st.routesFor(mc, nil); err != nil {
+		return nil, fmt.Errorf("models %q: %w", mc.ID, err)
+	}
+	if len(st.groups) == 0 {
+		return m, nil
+	}
+	m.grouped = make(map[string]*[family.Count]*upstream.Route, len(st.groups))
+	for name, members := range st.groups {
+		rs, err := st.routesFor(mc, members)
+		if err != nil {
+			return nil, fmt.Errorf("models %q, group %q: %w", mc.ID, name, err)
+		}
+		m.grouped[name] = &rs
+	}
+	return m, nil
 }
 
 // providerModel is a deployment's own name for a model: as sent in a JSON body (a

@@ -85,7 +85,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "gateway", version)
 		return nil
 	}
-	return start(f, stdout, stderr)
+	return serveCommand(f, stdout, stderr)
 }
 
 // flags are the process knobs of serving.
@@ -127,8 +127,8 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, usage
 	return nil
 }
 
-// start loads the config (or starts the demo) and serves until a signal.
-func start(f flags, stdout, stderr io.Writer) error {
+// serveCommand loads the config (or starts the demo) and serves until a signal.
+func serveCommand(f flags, stdout, stderr io.Writer) error {
 	log, err := newLogger(f.logFormat, stderr)
 	if err != nil {
 		return err
@@ -218,38 +218,58 @@ func serve(cfg *config.Config, o serveOptions) error {
 		st.Close()
 		return err
 	}
-	served := make(chan error, 2)
-	srv := gw.NewServer()
-	go func() { served <- srv.Serve(lns[0]) }()
-	var admin *fasthttp.Server
+	r := start(gw, st, lns, log)
+	log.Info("gateway listening", "addr", lns[0].Addr().String(), "store", cfg.Store.Path, "version", version)
+	return r.wait(sigs, o)
+}
+
+// running is a started gateway: its servers, store and janitor.
+type running struct {
+	gw          *proxy.Gateway
+	st          io.Closer
+	srv, admin  *fasthttp.Server // admin is nil without an admin listener
+	served      chan error
+	stopJanitor func()
+}
+
+// start serves gw on lns (the client listener, then the admin one if any)
+// and starts the janitor.
+func start(gw *proxy.Gateway, st io.Closer, lns []net.Listener, log *slog.Logger) *running {
+	r := &running{gw: gw, st: st, served: make(chan error, 2), srv: gw.NewServer()}
+	go func() { r.served <- r.srv.Serve(lns[0]) }()
 	if len(lns) > 1 {
-		admin = gw.NewAdminServer()
-		go func() { served <- admin.Serve(lns[1]) }()
+		r.admin = gw.NewAdminServer()
+		go func() { r.served <- r.admin.Serve(lns[1]) }()
 		log.Info("admin listening", "addr", lns[1].Addr().String())
 	}
-	stopJanitor := gw.StartJanitor()
-	log.Info("gateway listening", "addr", lns[0].Addr().String(), "store", cfg.Store.Path, "version", version)
+	r.stopJanitor = gw.StartJanitor()
+	return r
+}
 
+// wait serves until a server fails or a signal stops the gateway: SIGHUP
+// reloads the config, SIGINT and SIGTERM drain and shut down.
+func (r *running) wait(sigs <-chan os.Signal, o serveOptions) error {
+	log := o.log
 	for {
 		select {
-		case err := <-served:
-			srv.Shutdown()
-			if admin != nil {
-				admin.Shutdown()
+		case err := <-r.served:
+			r.srv.Shutdown()
+			if r.admin != nil {
+				r.admin.Shutdown()
 			}
-			stopJanitor()
-			st.Close()
+			r.stopJanitor()
+			r.st.Close()
 			return err
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				reload(gw, o.configPath, log)
+				reload(r.gw, o.configPath, log)
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String(), "grace", o.grace.String())
-			gw.Drain()
-			err := shutdown(srv, admin, o.grace, log)
-			stopJanitor()
-			if cerr := st.Close(); cerr != nil {
+			r.gw.Drain()
+			err := shutdown(r.srv, r.admin, o.grace, log)
+			r.stopJanitor()
+			if cerr := r.st.Close(); cerr != nil {
 				log.Error("cannot close store", "err", cerr)
 			}
 			if err != nil {

@@ -12,35 +12,27 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// rawUpstream answers every connection's first request with answer, as
-// written, and holds the connection open until the test ends. It returns
-// the listener's address.
-func rawUpstream(t *testing.T, answer string) string {
+// rawUpstream returns a client whose one connection is answered, after its
+// request is read whole, with answer as written; the connection then stays
+// open until the test ends.
+func rawUpstream(t *testing.T, answer string) *fasthttp.HostClient {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan struct{})
-	t.Cleanup(func() { close(done); ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	t.Cleanup(func() { close(done) })
+	dial := func(string) (net.Conn, error) {
+		client, server := net.Pipe()
+		go func() {
+			defer server.Close()
+			var req fasthttp.Request
+			if err := req.Read(bufio.NewReader(server)); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				var req fasthttp.Request
-				if err := req.Read(bufio.NewReader(c)); err != nil {
-					return
-				}
-				io.WriteString(c, answer)
-				<-done
-			}()
-		}
-	}()
-	return ln.Addr().String()
+			io.WriteString(server, answer)
+			<-done
+		}()
+		return client, nil
+	}
+	return &fasthttp.HostClient{Addr: "upstream", Dial: dial, StreamResponseBody: true}
 }
 
 // The relay can see into fasthttp's buffer under a streamed upstream body:
@@ -48,12 +40,11 @@ func rawUpstream(t *testing.T, answer string) string {
 // the relay silently writing one chunk per event again.
 func TestUpstreamPeekLayout(t *testing.T) {
 	const body = "9\r\ndata: a\n\n\r\n9\r\ndata: b\n\n\r\n0\r\n\r\n"
-	addr := rawUpstream(t, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"+body)
-	client := &fasthttp.HostClient{Addr: addr, StreamResponseBody: true}
+	client := rawUpstream(t, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"+body)
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI("http://" + addr + "/")
+	req.SetRequestURI("http://upstream/")
 	if err := client.Do(req, resp); err != nil {
 		t.Fatal(err)
 	}
