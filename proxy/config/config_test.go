@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -170,5 +171,29 @@ models:
 	_, err = Parse([]byte(strings.Replace(yaml, "model: claude-x", `model: "claude x"`, 1)), env(nil))
 	if err == nil || !strings.Contains(err.Error(), "models[0].upstreams[1].model") {
 		t.Fatalf("a model name with a space: %v", err)
+	}
+}
+
+// TestREADMEExample: the README's config example is a valid config.
+func TestREADMEExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "## Configuration")
+	if !ok {
+		t.Fatal("README has no Configuration section")
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	example, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("README's Configuration section has no yaml block")
+	}
+	cfg, err := Parse([]byte(example), func(string) (string, bool) { return "example-secret", true })
+	if err != nil {
+		t.Fatalf("README's example:\n%v", err)
+	}
+	if u := cfg.Models[0].Upstreams; len(u) != 2 || u[1].Model == "" {
+		t.Fatalf("the example shows no per-deployment model name: %+v", u)
 	}
 }
