@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"sync"
@@ -308,10 +309,11 @@ func (c *call) bodyWithoutSessionID() []byte {
 // call moves to the next choice; nothing had reached it.
 func (c *call) forward(r *upstream.Route, key []byte, path string, body []byte, stream bool) {
 	var tried affinity.Set
+	var last error // why the last deployment tried could not be reached
 	for {
 		i, dep := r.Pick(key, tried)
 		if dep == nil {
-			c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached"})
+			c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached", Cause: last})
 			return
 		}
 		err := c.send(dep, path, body, stream)
@@ -323,6 +325,7 @@ func (c *call) forward(r *upstream.Route, key []byte, path string, body []byte, 
 			c.fail(upstreamError(err))
 			return
 		}
+		last = fmt.Errorf("%s: %w", dep.Name(), err)
 		tried = tried.With(i)
 	}
 }

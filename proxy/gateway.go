@@ -74,6 +74,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	for _, d := range st.deps {
+		d.SetLogger(g.log)
+	}
 	g.state.Store(st)
 	return nil
 }

@@ -527,7 +527,7 @@ func TestServeRequestIDsMetricsAndAccessLog(t *testing.T) {
 		if status, _, body := do(t, "GET", base+"/healthz", "", nil, ""); status != 200 || body != "ok\n" {
 			t.Fatalf("%s/healthz: %d %q", base, status, body)
 		}
-		if status, _, body := do(t, "GET", base+"/readyz", "", nil, ""); status != 200 || !strings.HasPrefix(body, "ready\n") {
+		if status, _, body := do(t, "GET", base+"/readyz", "", nil, ""); status != 200 || !strings.HasPrefix(body, `{"ready":true,`) {
 			t.Fatalf("%s/readyz: %d %q", base, status, body)
 		}
 	}

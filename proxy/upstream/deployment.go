@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -37,6 +38,11 @@ type Deployment struct {
 	maxFailures int32
 	cooldown    time.Duration
 
+	// Health changes are logged to log, each kind at most once per logEvery.
+	log                      atomic.Pointer[slog.Logger]
+	logEvery                 time.Duration
+	lastDownLog, lastBackLog throttle
+
 	// Stats holds picks, session moves and the deployment's metrics.
 	Stats Stats
 }
@@ -66,6 +72,7 @@ func New(u config.Upstream, t config.Timeouts, h config.Health) *Deployment {
 		cfg:         u,
 		maxFailures: int32(h.Failures),
 		cooldown:    h.Cooldown.D(),
+		logEvery:    LogEvery,
 	}
 	d.client = newClient(addr, isTLS, u.MaxConns, t)
 	return d

@@ -67,7 +67,7 @@ func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error 
 	err := dep.client.Do(req, &r.resp)
 	if err != nil {
 		dep.inflight.Add(-1)
-		dep.Failed()
+		dep.Failed(err)
 	}
 	return err
 }
@@ -78,7 +78,7 @@ func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error 
 func (r *Relay) Begin(out *fasthttp.Response) int {
 	status := r.resp.StatusCode()
 	if FailureStatus(status) {
-		r.dep.Failed()
+		r.dep.Failed(StatusError(status))
 	} else {
 		r.dep.Succeeded()
 	}
