@@ -528,16 +528,19 @@ func TestBodyTooLarge(t *testing.T) {
 	}
 }
 
+// betaErrorBody is the OpenAI error body, as the tests read it.
+type betaErrorBody struct {
+	Error *struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
 func assertBetaError(t *testing.T, status int, body []byte, want int) {
 	t.Helper()
-	var v struct {
-		Error *struct {
-			Message string  `json:"message"`
-			Type    string  `json:"type"`
-			Param   *string `json:"param"`
-			Code    *string `json:"code"`
-		} `json:"error"`
-	}
+	var v betaErrorBody
 	if status != want || json.Unmarshal(body, &v) != nil || v.Error == nil || v.Error.Message == "" || v.Error.Type == "" {
 		t.Fatalf("want %d in the beta error shape, got %d: %s", want, status, body)
 	}
@@ -546,16 +549,19 @@ func assertBetaError(t *testing.T, status int, body []byte, want int) {
 	}
 }
 
+// alphaErrorBody is the Anthropic error body, as the tests read it.
+type alphaErrorBody struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+	RequestID string `json:"request_id"`
+}
+
 func assertAlphaError(t *testing.T, status int, body []byte, want int, typ string) {
 	t.Helper()
-	var v struct {
-		Type  string `json:"type"`
-		Error struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"error"`
-		RequestID string `json:"request_id"`
-	}
+	var v alphaErrorBody
 	if status != want || json.Unmarshal(body, &v) != nil || v.Type != "error" || v.Error.Type != typ || v.Error.Message == "" || v.RequestID == "" {
 		t.Fatalf("want %d %s in the alpha error shape, got %d: %s", want, typ, status, body)
 	}

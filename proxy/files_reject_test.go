@@ -27,27 +27,13 @@ func assertFilesError(t *testing.T, fam family.Family, status int, body []byte, 
 	var msg string
 	switch fam {
 	case family.Alpha:
-		var v struct {
-			Type  string `json:"type"`
-			Error struct {
-				Type    string `json:"type"`
-				Message string `json:"message"`
-			} `json:"error"`
-			RequestID string `json:"request_id"`
-		}
+		var v alphaErrorBody
 		if json.Unmarshal(body, &v) != nil || v.Type != "error" || v.Error.Type != typ || v.RequestID == "" {
 			t.Fatalf("not an alpha %s error: %s", typ, body)
 		}
 		msg = v.Error.Message
 	case family.Beta:
-		var v struct {
-			Error *struct {
-				Message string  `json:"message"`
-				Type    string  `json:"type"`
-				Param   *string `json:"param"`
-				Code    *string `json:"code"`
-			} `json:"error"`
-		}
+		var v betaErrorBody
 		if json.Unmarshal(body, &v) != nil || v.Error == nil || v.Error.Type != "invalid_request_error" ||
 			v.Error.Param == nil || *v.Error.Param != typ || !bytes.Contains(body, []byte(`"code":`)) {
 			t.Fatalf("not a beta error with param %s: %s", typ, body)

@@ -93,24 +93,17 @@ func hotRequest(req *fasthttp.Request, body []byte) {
 // BenchmarkProxiedRequest is a whole chat completion through the gateway:
 // auth, peek, session splice, pick, forward, relay.
 func BenchmarkProxiedRequest(b *testing.B) {
-	h := newHotBench(b)
-	b.ReportAllocs()
 	b.SetBytes(int64(len(hotBody) + len(hotAnswer)))
-	b.RunParallel(func(pb *testing.PB) {
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseRequest(req)
-		defer fasthttp.ReleaseResponse(resp)
-		hotRequest(req, hotBody)
-		for pb.Next() {
-			h.do(b, req, resp)
-		}
-	})
+	newHotBench(b).proxied(b, hotBody)
 }
 
 // BenchmarkProxiedStream is a streamed chat completion through the gateway.
 func BenchmarkProxiedStream(b *testing.B) {
-	h := newHotBench(b)
-	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	newHotBench(b).proxied(b, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+}
+
+// proxied sends body through the gateway from parallel clients, b.N times.
+func (h *hotBench) proxied(b *testing.B, body []byte) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()

@@ -79,11 +79,7 @@ func TestSSERelayEventsWholeAndPrompt(t *testing.T) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI("http://" + addr + "/v1/router/beta/v1/chat/completions")
-	req.Header.Set("Authorization", "Bearer key-1")
-	req.Header.SetContentType("application/json")
-	req.SetBodyString(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`)
+	chatRequest(req, addr, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`)
 	if err := client.Do(req, resp); err != nil {
 		t.Fatal(err)
 	}
@@ -192,10 +188,7 @@ func TestSSERelayUnchunkedUpstream(t *testing.T) {
 			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 			defer fasthttp.ReleaseRequest(req)
 			defer fasthttp.ReleaseResponse(resp)
-			req.Header.SetMethod(fasthttp.MethodPost)
-			req.SetRequestURI("http://" + addr + "/v1/router/beta/v1/chat/completions")
-			req.Header.Set("Authorization", "Bearer key-1")
-			req.SetBodyString(`{"model":"m","stream":true,"messages":[]}`)
+			chatRequest(req, addr, `{"model":"m","stream":true,"messages":[]}`)
 			if err := client.Do(req, resp); err != nil {
 				t.Fatal(err)
 			}
@@ -204,4 +197,14 @@ func TestSSERelayUnchunkedUpstream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// chatRequest makes req a chat completion with body to the gateway at addr,
+// with the key of gatewayFor.
+func chatRequest(req *fasthttp.Request, addr, body string) {
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI("http://" + addr + "/v1/router/beta/v1/chat/completions")
+	req.Header.Set("Authorization", "Bearer key-1")
+	req.Header.SetContentType("application/json")
+	req.SetBodyString(body)
 }
