@@ -209,10 +209,16 @@ func familyOfPath(p []byte) family.Family {
 	return family.Beta
 }
 
+// notFound answers a path no route serves. A path that an SDK calls gets the
+// base URL to use, in the shape of that SDK's family.
 func (g *Gateway) notFound(ctx *fasthttp.RequestCtx) {
-	c := g.acquireCall(ctx, familyOfPath(ctx.Path()), epOther)
+	fam, msg, ok := baseURLHint(ctx)
+	if !ok {
+		msg = "unknown path " + string(ctx.Path())
+	}
+	c := g.acquireCall(ctx, fam, epOther)
 	defer c.end()
-	c.fail(&Error{Status: 404, Reason: "unknown_path", Message: "unknown path " + string(ctx.Path())})
+	c.fail(&Error{Status: 404, Reason: "unknown_path", Message: msg})
 }
 
 func (g *Gateway) methodNotAllowed(ctx *fasthttp.RequestCtx) {
