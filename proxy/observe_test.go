@@ -762,3 +762,47 @@ func TestUnreachableCauseLogged(t *testing.T) {
 	}
 	t.Fatalf("no access line for gone-model:\n%s", access.String())
 }
+
+// TestMetricsMetadata: every metric family in /metrics has one # TYPE line,
+// before its samples, and a # HELP line.
+func TestMetricsMetadata(t *testing.T) {
+	e, _ := newOpsEnv(t, nil, Options{})
+	e.do("POST", "/v1/router/beta/v1/chat/completions", bearer(keyA), `{"model":"plain-model","messages":[]}`)
+	_, _, body := e.do("GET", "/metrics", nil, "")
+	typed, helped := map[string]string{}, map[string]bool{}
+	samples := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if f, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, typ, _ := strings.Cut(f, " ")
+			if _, dup := typed[name]; dup {
+				t.Errorf("two # TYPE lines for %s", name)
+			}
+			typed[name] = typ
+			continue
+		}
+		if f, ok := strings.CutPrefix(line, "# HELP "); ok {
+			name, _, _ := strings.Cut(f, " ")
+			helped[name] = true
+			continue
+		}
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		samples++
+		name := line[:strings.IndexAny(line, "{ ")]
+		fam := name
+		if _, ok := typed[fam]; !ok {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if base, ok := strings.CutSuffix(name, suffix); ok && typed[base] != "" {
+					fam = base
+				}
+			}
+		}
+		if typed[fam] == "" || !helped[fam] {
+			t.Errorf("%s: no # TYPE or # HELP before it", line)
+		}
+	}
+	if samples == 0 || typed["gateway_deployment_excluded"] != "gauge" || typed["gateway_affinity_picks_total"] != "counter" {
+		t.Fatalf("%d samples, types %v", samples, typed)
+	}
+}
