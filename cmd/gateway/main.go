@@ -384,6 +384,11 @@ func check(args []string, stdout, stderr io.Writer) error {
 	if err := checkStoreDir(cfg.Store.Path); err != nil {
 		return fmt.Errorf("config %s:\n%w", *configPath, err)
 	}
+	// What start builds from the config (routes, affinity rings), without a
+	// store or a listener: no connection is made.
+	if _, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+		return fmt.Errorf("config %s:\n%w", *configPath, err)
+	}
 	fmt.Fprintf(stdout, "config ok: %d keys, %d upstreams, %d models\n", len(cfg.Keys), len(cfg.Upstreams), len(cfg.Models))
 	return nil
 }
