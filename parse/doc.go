@@ -1,10 +1,11 @@
 // Package parse owns the gateway's zero-allocation looks into request and response bodies:
 // Peek reads the few top-level fields that routing needs from a JSON request body, checks
 // that the body is valid JSON and that no field the gateway reads appears twice or under a
-// spelling that another decoder would read differently (keys.go), AppendWithoutSessionID
-// splices the gateway's own session_id member out of the raw bytes, Member reads one raw
-// value out of a JSON object, Splitter splits a server-sent-events stream into lines and
-// events, and Scanner reads its events.
+// spelling that another decoder would read differently (keys.go), AppendWithoutSessionID splices the gateway's own session_id
+// member out of the raw bytes (AppendForUpstream also puts a deployment's own model name in
+// place of the model's value, in the same pass), Member reads one raw value out of a JSON
+// object, Splitter splits a server-sent-events stream into lines and events, and Scanner reads
+// its events.
 //
 // It does not decode bodies into maps or structs, re-encode anything, know about providers,
 // routes or HTTP, or allocate on its hot paths once its reusable values are warm. Byte slices it

@@ -65,3 +65,35 @@ func (f *Fields) addCut(c span) {
 	}
 	f.cuts = append(f.cuts, c)
 }
+
+// AppendForUpstream appends body to dst as AppendWithoutSessionID does and, in the same pass,
+// replaces the value of the top-level "model" member with modelJSON, which must be one JSON
+// string literal with its quotes (e.g. `"claude-x"`): a deployment's own name for the model.
+// When modelJSON is nil, or the body has no top-level "model" (a continuation that inherits
+// its model), nothing is replaced or added. Every other byte is copied unchanged. body must be
+// the body that the last successful Peek of f scanned, unchanged. It does not allocate when dst
+// has room for the result.
+func AppendForUpstream(dst, body []byte, f *Fields, modelJSON []byte) []byte {
+	if len(body) != f.bodyLen {
+		panic("BUG: parse: AppendForUpstream got a body other than the one Peek scanned")
+	}
+	m := f.model
+	if modelJSON == nil || m.end == 0 {
+		return AppendWithoutSessionID(dst, body, f)
+	}
+	prev := 0
+	for _, c := range f.cuts {
+		// The model's value is never inside a cut: cuts hold session_id members only.
+		if m.end != 0 && m.start < c.start {
+			dst = append(append(dst, body[prev:m.start]...), modelJSON...)
+			prev, m = m.end, span{}
+		}
+		dst = append(dst, body[prev:c.start]...)
+		prev = c.end
+	}
+	if m.end != 0 {
+		dst = append(append(dst, body[prev:m.start]...), modelJSON...)
+		prev = m.end
+	}
+	return append(dst, body[prev:]...)
+}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -76,6 +77,9 @@ type call struct {
 	body    []byte // the request body read from the client, or its spliced copy
 	bodyLen int    // len(body) when a streamed answer began (body may be dropped then)
 	spliced []byte
+	renamed []byte // the body with a deployment's own model name; see send
+	version string // the gamma path's {version}, for a deployment's own model name
+	inlined bool   // the body to forward is the client's with stored files inlined
 	url     []byte
 	status  int
 	// reserved is the call's share of the request body budget.
@@ -149,6 +153,10 @@ func (c *call) release() {
 	if cap(c.spliced) > maxPooledBody {
 		c.spliced = nil
 	}
+	if cap(c.renamed) > maxPooledBody {
+		c.renamed = nil
+	}
+	c.spliced, c.renamed, c.version, c.inlined = c.spliced[:0], c.renamed[:0], "", false
 	c.body = c.body[:0] // a call that reads no body must not see the last one's
 	callPool.Put(c)
 }
@@ -375,6 +383,7 @@ func (c *call) bodyWithoutSessionID() []byte {
 func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool) {
 	var tried affinity.Set
 	var busy error
+	var last error // why the last deployment tried could not be reached
 	for {
 		i, dep := r.Pick(c.sessionHash, c.hasSession, tried)
 		if dep == nil && busy != nil {
@@ -382,7 +391,7 @@ func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool)
 			return
 		}
 		if dep == nil {
-			c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached"})
+			c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached", Cause: last})
 			return
 		}
 		err := c.send(dep, path, body, stream)
@@ -397,6 +406,7 @@ func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool)
 		if errors.Is(err, fasthttp.ErrNoFreeConns) {
 			busy = err
 		}
+		last = fmt.Errorf("%s: %w", dep.Name(), err)
 		tried = tried.With(i)
 	}
 }
@@ -415,6 +425,14 @@ func (c *call) forwardTo(dep *upstream.Deployment, path string, body []byte, str
 // stays raised until the answer is relayed.
 func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream bool) error {
 	c.dep = dep
+	if c.model != nil && c.model.renamed != nil {
+		if pm, ok := c.model.renamed[dep.Name()]; ok {
+			var err error
+			if path, body, err = c.rename(pm, path, body); err != nil {
+				return err
+			}
+		}
+	}
 	req := fasthttp.AcquireRequest()
 	c.prepare(req, dep, path, body)
 	err := c.up.Send(dep, req, stream)
@@ -423,6 +441,33 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 	fasthttp.ReleaseRequest(req)
 	return err
 }
+
+// rename gives the path and body for a deployment that knows the call's model
+// as pm: the model's value in the body replaced (a body without a model, such
+// as a continuation's, gets none added), or the gamma path rebuilt.
+func (c *call) rename(pm providerModel, path string, body []byte) (string, []byte, error) {
+	switch {
+	case c.ep == epGenerateContent:
+		c.renamed = appendGammaPath(c.renamed[:0], c.version, pm.name)
+		return b2s(c.renamed), body, nil
+	case len(body) == 0 || c.fields.Model == nil:
+		return path, body, nil
+	case !c.inlined:
+		// The client's body, with or without its session_id: both come from one pass.
+		c.renamed = parse.AppendForUpstream(c.renamed[:0], c.body, &c.fields, pm.json)
+		return path, c.renamed, nil
+	}
+	// Another body (alpha messages with inlined files): find its model first.
+	var f parse.Fields
+	if err := parse.Peek(body, &f); err != nil {
+		return path, body, errRename
+	}
+	c.renamed = parse.AppendForUpstream(c.renamed[:0], body, &f, pm.json)
+	return path, c.renamed, nil
+}
+
+// errRename is a body the gateway built that it cannot read back: a bug.
+var errRename = errors.New("proxy: cannot put the deployment's model name in the body")
 
 // upstreamError maps a failed upstream call to the client's error. Its cause
 // is redacted: fasthttp's text for an answer it could not parse quotes the
@@ -438,6 +483,9 @@ func upstreamError(err error) *Error {
 	}
 	if errors.Is(err, fasthttp.ErrTimeout) || upstream.IsTimeout(err) {
 		return &Error{Status: 504, Reason: "upstream_timeout", Message: "the upstream provider did not answer in time", Cause: redacted{err}}
+	}
+	if errors.Is(err, errRename) {
+		return &Error{Status: 500, Reason: "rename_error", Message: "the gateway could not prepare the upstream request", Cause: err}
 	}
 	return &Error{Status: 502, Reason: "upstream_error", Message: "the upstream provider failed to answer", Cause: redacted{err}}
 }

@@ -76,6 +76,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	for _, d := range st.deps {
+		d.SetLogger(g.log)
+	}
 	g.state.Store(st)
 	return nil
 }
@@ -165,6 +168,7 @@ func (g *Gateway) modelCall(ctx *fasthttp.RequestCtx, fam family.Family, ep endp
 // stored files get them inlined; every body loses session_id.
 func (c *call) prepareBody() ([]byte, bool) {
 	if c.ep == epMessages && c.g.hasFileRefs(c.body) {
+		c.inlined = true
 		return c.g.inlineFiles(c)
 	}
 	return c.bodyWithoutSessionID(), true
@@ -201,10 +205,16 @@ func familyOfPath(p []byte) family.Family {
 	return family.Beta
 }
 
+// notFound answers a path no route serves. A path that an SDK calls gets the
+// base URL to use, in the shape of that SDK's family.
 func (g *Gateway) notFound(ctx *fasthttp.RequestCtx) {
-	c := g.acquireCall(ctx, familyOfPath(ctx.Path()), epOther)
+	fam, msg, ok := baseURLHint(ctx)
+	if !ok {
+		msg = "unknown path " + string(ctx.Path())
+	}
+	c := g.acquireCall(ctx, fam, epOther)
 	defer c.end()
-	c.fail(&Error{Status: 404, Reason: "unknown_path", Message: "unknown path " + string(ctx.Path())})
+	c.fail(&Error{Status: 404, Reason: "unknown_path", Message: msg})
 }
 
 func (g *Gateway) methodNotAllowed(ctx *fasthttp.RequestCtx) {

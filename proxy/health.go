@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"strconv"
+	"encoding/json"
 	"time"
 
 	"github.com/fasthttp/router"
@@ -84,87 +84,95 @@ func (g *Gateway) metrics(ctx *fasthttp.RequestCtx) {
 	g.WritePrometheus(ctx)
 }
 
-// readyz answers 200 when the gateway can serve, else 503, with one line per
-// check: the config is loaded, the store is open, and every family that has
-// deployments has at least one that is not excluded after failures.
+// readyz answers 200 when this node can serve, else 503, with a JSON report:
+// the config is loaded, the store is usable, the node is not draining, and at
+// least one family has a deployment that is not excluded after failures. A
+// family with none healthy is shown as failing but does not make the node
+// unready: another family still works here, and pulling every node from a
+// load balancer would not bring that family back.
 func (g *Gateway) readyz(ctx *fasthttp.RequestCtx) {
-	b, ready := g.appendReadiness(ctx.Response.Body()[:0])
-	if !ready {
+	r := g.readiness(time.Now())
+	if !r.Ready {
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	ctx.SetContentType("text/plain; charset=utf-8")
-	ctx.Response.SetBodyRaw(b)
+	ctx.SetContentType("application/json")
+	b, _ := json.Marshal(r) // plain fields: it cannot fail
+	ctx.Response.SetBodyRaw(append(b, '\n'))
 }
 
-// appendReadiness appends the readiness report to dst; its first line is
-// "ready" or "not ready".
-func (g *Gateway) appendReadiness(dst []byte) ([]byte, bool) {
-	var lines []byte
-	ready := true
-	check := func(ok bool, what string) {
-		ready = ready && ok
-		lines = append(lines, what...)
-	}
+// readinessReport is the body of /readyz.
+type readinessReport struct {
+	Ready    bool                    `json:"ready"`
+	Reasons  []string                `json:"reasons,omitempty"` // why not ready
+	Config   *configReport           `json:"config"`            // null: not loaded
+	Store    string                  `json:"store"`             // open, closed or none
+	Draining bool                    `json:"draining"`
+	Families map[string]familyHealth `json:"families"`
+}
+
+type configReport struct {
+	Models      int `json:"models"`
+	Deployments int `json:"deployments"`
+}
+
+// familyHealth is one family's deployments: how many, and how many are not excluded.
+type familyHealth struct {
+	Status      string `json:"status"` // ok or failing
+	Healthy     int    `json:"healthy"`
+	Deployments int    `json:"deployments"`
+}
+
+func (g *Gateway) readiness(now time.Time) readinessReport {
+	r := readinessReport{Families: map[string]familyHealth{}, Draining: g.obs.draining.Load()}
 	st := g.state.Load()
-	check(st != nil, "config: ")
 	if st == nil {
-		lines = append(lines, "not loaded\n"...)
+		r.Reasons = append(r.Reasons, "no config loaded")
 	} else {
-		lines = append(lines, "ok ("...)
-		lines = strconv.AppendInt(lines, int64(len(st.models)), 10)
-		lines = append(lines, " models, "...)
-		lines = strconv.AppendInt(lines, int64(len(st.deps)), 10)
-		lines = append(lines, " deployments)\n"...)
+		r.Config = &configReport{Models: len(st.models), Deployments: len(st.deps)}
+		servable := familyReport(st, now.UnixNano(), r.Families)
+		if servable == 0 {
+			r.Reasons = append(r.Reasons, "no family has a healthy deployment")
+		}
 	}
 	switch s := g.obs.store; {
 	case s == nil:
-		check(true, "store: none (the endpoints that need one answer 503)\n")
+		r.Store = "none" // the endpoints that need one answer 503; the rest serve
 	case s.closed.Load():
-		check(false, "store: closed\n")
+		r.Store = "closed"
+		r.Reasons = append(r.Reasons, "the store is closed")
 	default:
-		check(true, "store: open\n")
+		r.Store = "open"
 	}
-	if st != nil {
-		lines = g.appendFamilyHealth(lines, st, &ready)
+	if r.Draining {
+		r.Reasons = append(r.Reasons, "shutting down")
 	}
-	if g.obs.draining.Load() {
-		check(false, "draining: shutting down\n")
-	}
-	if ready {
-		dst = append(dst, "ready\n"...)
-	} else {
-		dst = append(dst, "not ready\n"...)
-	}
-	return append(dst, lines...), ready
+	r.Ready = len(r.Reasons) == 0
+	return r
 }
 
-// appendFamilyHealth appends, per family with deployments, how many of them
-// are healthy; a family with none healthy is not ready.
-func (g *Gateway) appendFamilyHealth(dst []byte, st *state, ready *bool) []byte {
+// familyReport fills out with each family that has deployments and returns
+// how many of them have a healthy one.
+func familyReport(st *state, now int64, out map[string]familyHealth) int {
 	var total, healthy [family.Count]int
-	now := time.Now().UnixNano()
 	for _, d := range st.deps {
 		total[d.Family()]++
 		if !d.Excluded(now) {
 			healthy[d.Family()]++
 		}
 	}
+	servable := 0
 	for f := range family.Count {
 		if total[f] == 0 {
 			continue
 		}
-		dst = append(dst, f.String()...)
+		h := familyHealth{Status: "ok", Healthy: healthy[f], Deployments: total[f]}
 		if healthy[f] == 0 {
-			*ready = false
-			dst = append(dst, ": failing, "...)
+			h.Status = "failing"
 		} else {
-			dst = append(dst, ": ok, "...)
+			servable++
 		}
-		dst = strconv.AppendInt(dst, int64(healthy[f]), 10)
-		dst = append(dst, " of "...)
-		dst = strconv.AppendInt(dst, int64(total[f]), 10)
-		dst = append(dst, " deployments healthy\n"...)
+		out[f.String()] = h
 	}
-	return dst
+	return servable
 }

@@ -54,7 +54,9 @@ keys: [{id: bench, key: bench-key}]
 upstreams:
   - {name: u1, family: beta, base_url: "http://%[1]s/v1", api_key: k}
   - {name: u2, family: beta, base_url: "http://%[1]s/v1", api_key: k}
-models: [{id: m, upstreams: [u1, u2]}]
+models:
+  - {id: m, upstreams: [u1, u2]}
+  - {id: n, upstreams: [{name: u1, model: provider-n}, {name: u2, model: provider-n}]}
 `, upLn.Addr())
 	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {

@@ -114,6 +114,7 @@ func (g *Gateway) generateContent(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	var buf [128]byte
+	c.version = version
 	path := appendGammaPath(buf[:0], version, c.model.id)
 	c.forward(r, b2s(path), c.body, true)
 }

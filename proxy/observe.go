@@ -65,6 +65,9 @@ func (g *Gateway) observe() {
 		g.opts.Store = o.store
 	}
 	o.set.RegisterMetricsWriter(g.writeStateMetrics)
+	// # HELP and # TYPE lines before each metric family, for scrapers that
+	// read them (types in Grafana's metric browser, promtool check metrics).
+	metrics.ExposeMetadata(true)
 	g.obs = o
 }
 
@@ -331,6 +334,7 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 	slices.SortFunc(deps, func(a, b *upstream.Deployment) int { return cmp.Compare(a.Name(), b.Name()) })
 	now := time.Now().UnixNano()
 	b := make([]byte, 0, 512*len(deps)+256)
+	b = appendMetadata(b, "gateway_deployment_excluded", "gauge", "1 while the deployment is excluded after failures in a row")
 	for _, d := range deps {
 		excluded := int64(0)
 		if d.Excluded(now) {
@@ -338,24 +342,43 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 		}
 		b = appendSample(b, "gateway_deployment_excluded", d, `,family="`+d.Family().String()+`"`, excluded)
 	}
+	b = appendMetadata(b, "gateway_upstream_in_flight", "gauge", "requests in flight to the deployment")
 	for _, d := range deps {
 		b = appendSample(b, "gateway_upstream_in_flight", d, "", d.InFlight())
 	}
+	b = appendMetadata(b, "gateway_affinity_picks_total", "counter", "times the deployment was picked for a request")
 	for _, d := range deps {
 		b = appendSample(b, "gateway_affinity_picks_total", d, "", int64(d.Stats.Picks()))
 	}
+	b = appendMetadata(b, "gateway_affinity_session_moves_total", "counter", "session picks that moved to this deployment because the ring's choice was excluded")
 	for _, d := range deps {
 		b = appendSample(b, "gateway_affinity_session_moves_total", d, "", int64(d.Stats.Moves()))
 	}
 	if s := g.obs.store; s != nil {
 		count, size := s.FileStats()
+		b = appendMetadata(b, "gateway_files_stored", "gauge", "user-data files in the store")
 		b = append(b, "gateway_files_stored "...)
 		b = strconv.AppendInt(b, count, 10)
-		b = append(b, "\ngateway_files_stored_bytes "...)
+		b = append(b, '\n')
+		b = appendMetadata(b, "gateway_files_stored_bytes", "gauge", "bytes of the user-data files in the store")
+		b = append(b, "gateway_files_stored_bytes "...)
 		b = strconv.AppendInt(b, size, 10)
 		b = append(b, '\n')
 	}
 	w.Write(b)
+}
+
+// appendMetadata appends the # HELP and # TYPE lines of a metric family.
+func appendMetadata(b []byte, name, typ, help string) []byte {
+	b = append(b, "# HELP "...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	b = append(b, help...)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	b = append(b, typ...)
+	return append(b, '\n')
 }
 
 // appendSample appends `name{deployment="<d.name>"<more>} v`.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/bench/sim"
+	"github.com/modelgate/gateway/proxy/upstream"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -298,40 +299,90 @@ func (e *testEnv) readyz() (int, string) {
 	return status, string(body)
 }
 
+// readyzReport reads /readyz's JSON.
+func (e *testEnv) readyzReport() (int, readinessReport) {
+	e.t.Helper()
+	status, body := e.readyz()
+	var r readinessReport
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		e.t.Fatalf("/readyz: %d %q: %v", status, body, err)
+	}
+	return status, r
+}
+
+// excludeFamily makes every deployment of fam fail until it is excluded.
+func (e *testEnv) excludeFamily(fam string) {
+	for _, d := range e.gw.state.Load().deps {
+		if d.Family().String() == fam {
+			for range e.cfg.Health.Failures {
+				d.Failed(upstream.StatusError(500))
+			}
+		}
+	}
+}
+
+// TestReadyzFollowsDeploymentHealth: the node is ready while one family can
+// serve; a family with no healthy deployment shows as failing in the body.
 func TestReadyzFollowsDeploymentHealth(t *testing.T) {
 	e, _ := newOpsEnv(t, longCooldown, Options{})
 	if status, _, body := e.do("GET", "/healthz", nil, ""); status != 200 || string(body) != "ok\n" {
 		t.Fatalf("/healthz: %d %q", status, body)
 	}
-	status, body := e.readyz()
-	for _, want := range []string{"ready\n", "config: ok (4 models, 6 deployments)\n", "store: open\n",
-		"alpha: ok, 2 of 2 deployments healthy\n", "beta: ok, 2 of 2", "gamma: ok, 2 of 2"} {
-		if status != 200 || !strings.Contains(body, want) {
-			t.Fatalf("/readyz: %d, want %q in\n%s", status, want, body)
-		}
+	status, r := e.readyzReport()
+	ok2 := familyHealth{Status: "ok", Healthy: 2, Deployments: 2}
+	if status != 200 || !r.Ready || r.Store != "open" || r.Config == nil || *r.Config != (configReport{Models: 4, Deployments: 6}) ||
+		r.Families["alpha"] != ok2 || r.Families["beta"] != ok2 || r.Families["gamma"] != ok2 {
+		t.Fatalf("/readyz: %d %+v", status, r)
 	}
 	e.sim("d1").SetFault(sim.Fault{Status: 500})
-	e.sim("d2").SetFault(sim.Fault{Status: 500})
 	for range 2 {
 		if s := e.gammaDraw("one"); s != 500 {
 			t.Fatalf("want the upstream's 500, got %d", s)
 		}
 	}
-	status, body = e.readyz()
-	if status != 200 || !strings.Contains(body, "gamma: ok, 1 of 2 deployments healthy") {
-		t.Fatalf("one gamma deployment left: %d\n%s", status, body)
+	status, r = e.readyzReport()
+	if status != 200 || r.Families["gamma"] != (familyHealth{Status: "ok", Healthy: 1, Deployments: 2}) {
+		t.Fatalf("one gamma deployment left: %d %+v", status, r)
 	}
-	for range 2 {
-		e.gammaDraw("two")
+	e.excludeFamily("gamma")
+	status, r = e.readyzReport()
+	if status != 200 || !r.Ready || r.Families["gamma"] != (familyHealth{Status: "failing", Deployments: 2}) || r.Families["beta"] != ok2 {
+		t.Fatalf("gamma failing, alpha and beta serving: %d %+v", status, r)
 	}
-	status, body = e.readyz()
-	if status != 503 || !strings.HasPrefix(body, "not ready\n") || !strings.Contains(body, "gamma: failing, 0 of 2 deployments healthy") ||
-		!strings.Contains(body, "beta: ok, 2 of 2") || !strings.Contains(body, "alpha: ok, 2 of 2") {
-		t.Fatalf("every gamma deployment excluded: %d\n%s", status, body)
+	e.excludeFamily("alpha")
+	e.excludeFamily("beta")
+	status, r = e.readyzReport()
+	if status != 503 || r.Ready || len(r.Reasons) != 1 || r.Reasons[0] != "no family has a healthy deployment" {
+		t.Fatalf("every family failing: %d %+v", status, r)
 	}
 	if status, _, _ := e.do("GET", "/healthz", nil, ""); status != 200 {
 		t.Fatalf("/healthz while not ready: %d", status)
 	}
+}
+
+// TestHealthChangesLogged: an exclusion is logged with its cause, once per
+// deployment however often it repeats within upstream.LogEvery, and names no
+// key or address.
+func TestHealthChangesLogged(t *testing.T) {
+	e, access := newOpsEnv(t, longCooldown, Options{})
+	e.sim("d1").SetFault(sim.Fault{Status: 503})
+	for range 6 {
+		e.gammaDraw("one")
+	}
+	var excluded []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(e.logBuf.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "deployment excluded after failures in a row" {
+			excluded = append(excluded, m)
+		}
+	}
+	if len(excluded) != 1 || excluded[0]["deployment"] != "d1-gamma" || excluded[0]["cause"] != "upstream answered 503" {
+		t.Fatalf("exclusion lines: %v\n%s", excluded, e.logBuf.String())
+	}
+	if logs := e.logBuf.String(); strings.Contains(logs, "up-gamma") || strings.Contains(logs, e.sims[0].Addr()) {
+		t.Fatalf("the log names a key or an address:\n%s", logs)
+	}
+	_ = access
 }
 
 func TestAdminHandlerAndDrain(t *testing.T) {
@@ -362,7 +413,7 @@ func TestAdminHandlerAndDrain(t *testing.T) {
 	if status != 200 || m[`gateway_requests_total{family="beta",endpoint="chat_completions",model="chat-model",status="2xx"}`] != 1 {
 		t.Fatalf("admin /metrics: %d\n%s", status, body)
 	}
-	if status, body := get("GET", "/readyz"); status != 200 || !strings.HasPrefix(body, "ready\n") {
+	if status, body := get("GET", "/readyz"); status != 200 || !strings.HasPrefix(body, `{"ready":true,`) {
 		t.Fatalf("admin /readyz: %d %s", status, body)
 	}
 	if status, _ := get("GET", "/v1/models"); status != 404 {
@@ -678,5 +729,80 @@ func TestStreamWithLargeBody(t *testing.T) {
 		if l := accessLine(t, access, id); l["bytes_in"] != float64(len(body)) {
 			t.Fatalf("bytes_in %v, want %d", l["bytes_in"], len(body))
 		}
+	}
+}
+
+// TestUnreachableCauseLogged: a call that no deployment could take says why in
+// its access line.
+func TestUnreachableCauseLogged(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	closed.Close() // nothing listens there now: a dial is refused
+	e, access := newOpsEnv(t, func(y string) string {
+		y = strings.Replace(y, "models:\n", "  - {name: gone-beta, family: beta, base_url: \"http://"+addr+"/v1\", api_key: k}\nmodels:\n  - {id: gone-model, upstreams: [gone-beta]}\n", 1)
+		return y
+	}, Options{})
+	status, _, body := e.do("POST", "/v1/router/beta/v1/chat/completions", bearer(keyA), `{"model":"gone-model","messages":[]}`)
+	if status != 502 {
+		t.Fatalf("%d %s", status, body)
+	}
+	if strings.Contains(string(body), addr) {
+		t.Fatalf("the client sees the upstream address: %s", body)
+	}
+	for _, l := range accessLines(t, access) {
+		if l["model"] == "gone-model" {
+			if l["reason"] != "upstream_unreachable" || !strings.Contains(fmt.Sprint(l["error"]), "gone-beta: ") {
+				t.Fatalf("access line: %v", l)
+			}
+			return
+		}
+	}
+	t.Fatalf("no access line for gone-model:\n%s", access.String())
+}
+
+// TestMetricsMetadata: every metric family in /metrics has one # TYPE line,
+// before its samples, and a # HELP line.
+func TestMetricsMetadata(t *testing.T) {
+	e, _ := newOpsEnv(t, nil, Options{})
+	e.do("POST", "/v1/router/beta/v1/chat/completions", bearer(keyA), `{"model":"plain-model","messages":[]}`)
+	_, _, body := e.do("GET", "/metrics", nil, "")
+	typed, helped := map[string]string{}, map[string]bool{}
+	samples := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if f, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, typ, _ := strings.Cut(f, " ")
+			if _, dup := typed[name]; dup {
+				t.Errorf("two # TYPE lines for %s", name)
+			}
+			typed[name] = typ
+			continue
+		}
+		if f, ok := strings.CutPrefix(line, "# HELP "); ok {
+			name, _, _ := strings.Cut(f, " ")
+			helped[name] = true
+			continue
+		}
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		samples++
+		name := line[:strings.IndexAny(line, "{ ")]
+		fam := name
+		if _, ok := typed[fam]; !ok {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if base, ok := strings.CutSuffix(name, suffix); ok && typed[base] != "" {
+					fam = base
+				}
+			}
+		}
+		if typed[fam] == "" || !helped[fam] {
+			t.Errorf("%s: no # TYPE or # HELP before it", line)
+		}
+	}
+	if samples == 0 || typed["gateway_deployment_excluded"] != "gauge" || typed["gateway_affinity_picks_total"] != "counter" {
+		t.Fatalf("%d samples, types %v", samples, typed)
 	}
 }

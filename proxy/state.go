@@ -31,6 +31,9 @@ type model struct {
 	routes [family.Count]*upstream.Route
 	// grouped holds, per group name, the routes restricted to that group.
 	grouped map[string]*[family.Count]*upstream.Route
+	// renamed holds, by deployment name, what the deployments that know the model
+	// by another name call it; nil when none does.
+	renamed map[string]providerModel
 	stats   modelStats // request counters; see observe.go
 }
 
@@ -81,7 +84,7 @@ func buildState(cfg *config.Config, keys Verifier, prev *state, now time.Time) (
 // newModel makes the routes of mc over the state's deployments: per family,
 // and per group when there are groups.
 func (st *state) newModel(mc config.Model) (*model, error) {
-	m := &model{id: mc.ID, image: mc.Image}
+	m := &model{id: mc.ID, image: mc.Image, renamed: providerModels(mc)}
 	var err error
 	if m.routes, err = st.routesFor(mc, nil); err != nil {
 		return nil, fmt.Errorf("models %q: %w", mc.ID, err)
@@ -100,13 +103,35 @@ func (st *state) newModel(mc config.Model) (*model, error) {
 	return m, nil
 }
 
-func (st *state) routesFor(mc config.Model, members map[string]bool) ([family.Count]*upstream.Route, error) {
-	var byFam [family.Count][]*upstream.Deployment
-	for _, name := range mc.Upstreams {
-		if members != nil && !members[name] {
+// providerModel is a deployment's own name for a model: as sent in a JSON body (a
+// string literal with its quotes) and as it stands in a gamma path.
+type providerModel struct {
+	json []byte
+	name string
+}
+
+func providerModels(mc config.Model) map[string]providerModel {
+	var m map[string]providerModel
+	for _, mu := range mc.Upstreams {
+		if mu.Model == "" || mu.Model == mc.ID {
 			continue
 		}
-		d := st.deps[name]
+		if m == nil {
+			m = make(map[string]providerModel)
+		}
+		lit, _ := json.Marshal(mu.Model) // a string always marshals
+		m[mu.Name] = providerModel{json: lit, name: mu.Model}
+	}
+	return m
+}
+
+func (st *state) routesFor(mc config.Model, members map[string]bool) ([family.Count]*upstream.Route, error) {
+	var byFam [family.Count][]*upstream.Deployment
+	for _, mu := range mc.Upstreams {
+		if members != nil && !members[mu.Name] {
+			continue
+		}
+		d := st.deps[mu.Name]
 		byFam[d.Family()] = append(byFam[d.Family()], d)
 	}
 	var routes [family.Count]*upstream.Route

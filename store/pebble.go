@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -109,6 +111,15 @@ type Pebble struct {
 
 var _ Store = (*Pebble)(nil)
 
+// openError says why pebble.Open failed, once; a lock held elsewhere is ErrLocked rather
+// than the lock call's errno ("resource temporarily unavailable").
+func openError(dir string, err error) error {
+	if errors.Is(err, syscall.EAGAIN) || strings.Contains(err.Error(), "lock held by current process") {
+		return fmt.Errorf("cannot open store %q: %w (is another gateway running on the same store.path?)", dir, ErrLocked)
+	}
+	return fmt.Errorf("cannot open store %q: %w", dir, err)
+}
+
 // OpenPebble opens (or creates) the store in dir. Before it returns it removes the chunks of
 // uploads that a crash cut short and loads the file counters from the metadata: two scans
 // whose cost grows with the number of stored files, not with their bytes (the scan of the
@@ -131,7 +142,7 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 		Logger:       opts.Logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot open store %q: %w", dir, err)
+		return nil, openError(dir, err)
 	}
 	p := &Pebble{
 		db:        db,

@@ -32,6 +32,9 @@ var (
 	// holds a NUL byte, a malformed file id on upload, a field over its length limit, a list
 	// limit out of range.
 	ErrInvalid = errors.New("store: invalid argument")
+	// ErrLocked reports a store directory that another process (or another open store of
+	// this process) holds: one directory serves one gateway at a time.
+	ErrLocked = errors.New("store: held by another process")
 )
 
 // Limits enforced by every engine.

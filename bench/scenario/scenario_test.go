@@ -252,7 +252,7 @@ func TestGatewayConfig(t *testing.T) {
 	if len(cfg.Upstreams) != 4 || cfg.Upstreams[3].BaseURL != "http://127.0.0.1:3/v1" || cfg.Upstreams[0].MaxConns != DefaultMaxConns {
 		t.Fatalf("upstreams %+v", cfg.Upstreams)
 	}
-	models := map[string][]string{}
+	models := map[string][]config.ModelUpstream{}
 	for _, m := range cfg.Models {
 		models[m.ID] = m.Upstreams
 	}

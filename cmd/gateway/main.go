@@ -1,8 +1,8 @@
 // Command gateway runs the model routing gateway.
 //
-//	gateway -config gateway.yaml     serve with a config file
+//	gateway -config gateway.yaml     serve with a config file (also: gateway serve -config ...)
 //	gateway                          serve the offline demo: no provider, the bundled simulator
-//	gateway check -config FILE       validate a config and exit
+//	gateway check -config FILE       validate a config and exit (also: gateway check FILE)
 //	gateway hash-key [KEY]           print the sha256 form of a key (from stdin when not given)
 //	gateway -version                 print the version
 package main
@@ -14,10 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -33,53 +35,111 @@ import (
 var version = "dev"
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "gateway:", err)
-		os.Exit(1)
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if err == nil {
+		return
 	}
+	fmt.Fprintln(os.Stderr, "gateway:", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		os.Exit(2)
+	}
+	os.Exit(1)
 }
 
+// usageError is a command line the gateway does not understand: main prints
+// it, after the usage, and exits 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
 func run(args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		switch args[0] {
+		case "serve":
+			args = args[1:]
 		case "check":
 			return check(args[1:], stdout, stderr)
 		case "hash-key":
 			return hashKey(args[1:], stdout)
+		case "help":
+			usage(stdout, newFlags(new(flags)))
+			return nil
+		case "version":
+			fmt.Fprintln(stdout, "gateway", version)
+			return nil
+		default:
+			usage(stderr, newFlags(new(flags)))
+			return usageError{fmt.Sprintf("unknown command %q; the commands are serve, check, hash-key, help and version", args[0])}
 		}
 	}
-	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "routing config `file` (YAML): keys, upstreams, models; reloaded on SIGHUP.\nWithout it the gateway serves the offline demo against the bundled upstream simulator")
-	listen := fs.String("listen", "", "`address` to listen on for clients, e.g. 127.0.0.1:8080; overrides the config's listen")
-	logFormat := fs.String("log-format", "text", "`format` of the operational log on stderr: text or json")
-	accessLog := fs.String("access-log", "text", "`format` of the access log on stdout, one line per request when it ends: text, json or off.\nIt names the caller by key id and the session by a hash; never a key or a body")
-	adminListen := fs.String("admin-listen", "", "`address` of a separate admin listener serving /metrics, /healthz and /readyz;\nwhen set, /metrics is served there only, not on the client listener")
-	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight requests and streams may take to finish;\nwhat is still open after it is cut when the process exits")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	fs.Usage = func() { usage(stderr, fs) }
-	if err := fs.Parse(args); err != nil {
+	var f flags
+	fs := newFlags(&f)
+	if err := parseFlags(fs, args, stdout, stderr, usage); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
-	if *showVersion {
+	if f.showVersion {
 		fmt.Fprintln(stdout, "gateway", version)
 		return nil
 	}
-	log, err := newLogger(*logFormat, stderr)
+	return serveCommand(f, stdout, stderr)
+}
+
+// flags are the process knobs of serving.
+type flags struct {
+	configPath, listen, logFormat, accessLog, adminListen string
+	grace                                                 time.Duration
+	showVersion                                           bool
+}
+
+func newFlags(f *flags) *flag.FlagSet {
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.StringVar(&f.configPath, "config", "", "routing config `file` (YAML): keys, upstreams, models; reloaded on SIGHUP.\nWithout it the gateway serves the offline demo against the bundled upstream simulator")
+	fs.StringVar(&f.listen, "listen", "", "`address` to listen on for clients, e.g. 127.0.0.1:8080; overrides the config's listen")
+	fs.StringVar(&f.logFormat, "log-format", "text", "`format` of the operational log on stderr: text or json")
+	fs.StringVar(&f.accessLog, "access-log", "text", "`format` of the access log on stdout, one line per request when it ends: text, json or off.\nIt names the caller by key id and the session by a hash; never a key or a body")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "`address` of a separate admin listener serving /metrics, /healthz and /readyz;\nwhen set, /metrics is served there only, not on the client listener")
+	fs.DurationVar(&f.grace, "grace", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight requests and streams may take to finish;\nwhat is still open after it is cut when the process exits")
+	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
+	return fs
+}
+
+// parseFlags parses args into fs. -help prints the usage to stdout; a flag
+// error or a stray argument prints it to stderr and is a usageError.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, usage func(io.Writer, *flag.FlagSet)) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage(stdout, fs)
+		return flag.ErrHelp
+	case err != nil:
+		usage(stderr, fs)
+		return usageError{err.Error()}
+	case fs.NArg() > 0:
+		usage(stderr, fs)
+		return usageError{fmt.Sprintf("unexpected argument %q: flags come as -name value, and a command (serve, check, hash-key) only first", fs.Arg(0))}
+	}
+	return nil
+}
+
+// serveCommand loads the config (or starts the demo) and serves until a signal.
+func serveCommand(f flags, stdout, stderr io.Writer) error {
+	log, err := newLogger(f.logFormat, stderr)
 	if err != nil {
 		return err
 	}
-	access, err := newAccessLogger(*accessLog, stdout)
+	access, err := newAccessLogger(f.accessLog, stdout)
 	if err != nil {
 		return err
 	}
 	var cfg *config.Config
-	var demo *demoUpstream
-	if *configPath == "" {
-		demo, err = startDemo()
+	if f.configPath == "" {
+		demo, err := startDemo()
 		if err != nil {
 			return err
 		}
@@ -87,13 +147,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 		cfg = demo.cfg
 		log.Warn("no provider configured: serving the offline demo against the bundled upstream simulator",
 			"simulator", demo.addr, "demo_key", demo.key, "models", demo.models)
-	} else if cfg, err = config.Load(*configPath); err != nil {
+	} else if cfg, err = config.Load(f.configPath); err != nil {
 		return err
 	}
-	if *listen != "" {
-		cfg.Listen = *listen
+	if f.listen != "" {
+		cfg.Listen = f.listen
 	}
-	return serve(cfg, serveOptions{configPath: *configPath, adminListen: *adminListen, grace: *grace, log: log, access: access})
+	return serve(cfg, serveOptions{configPath: f.configPath, adminListen: f.adminListen, grace: f.grace, log: log, access: access})
 }
 
 // usage is the -help text: every form of the command, every flag, the signals.
@@ -102,15 +162,18 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 images, files) and gamma (generateContent) provider APIs to upstream deployments.
 
 Usage:
-  gateway -config FILE [flags]   serve with a config file
-  gateway [flags]                serve the offline demo: no provider, the bundled simulator
-  gateway check -config FILE     validate a config file, print a summary and exit (1 when invalid)
-  gateway hash-key [KEY]         print the sha256 form of KEY for keys[].sha256 (KEY from stdin when not given)
-  gateway -version               print the version and exit
-  gateway -help                  print this help
+  gateway [serve] -config FILE [flags]  serve with a config file
+  gateway [serve] [flags]               serve the offline demo: no provider, the bundled simulator
+  gateway check -config FILE            validate a config file as start would, print a summary
+                                        and exit (1 when invalid); also: gateway check FILE
+  gateway hash-key [KEY]                print the sha256 form of KEY for keys[].sha256 (KEY from
+                                        stdin when not given)
+  gateway version, gateway -version     print the version and exit
+  gateway help, gateway -help           print this help
 
 Flags:
 `)
+	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fmt.Fprint(w, `
 Signals:
@@ -120,8 +183,8 @@ Signals:
   SIGTERM, SIGINT  stop accepting, mark /readyz not ready, let requests and streams in
                    flight finish within -grace, close the store, exit 0
 
-Operations (no key needed): GET /healthz (alive), GET /readyz (config loaded, store open,
-a healthy deployment per family), GET /metrics (Prometheus; on -admin-listen when set).
+Operations (no key needed): GET /healthz (alive), GET /readyz (this node can serve:
+store open and a healthy deployment in at least one family; JSON detail per family), GET /metrics (Prometheus; on -admin-listen when set).
 `)
 }
 
@@ -144,7 +207,7 @@ func serve(cfg *config.Config, o serveOptions) error {
 	durability, _ := store.ParseDurability(cfg.Store.Durability) // validated with the config
 	st, err := store.OpenPebble(cfg.Store.Path, store.PebbleOptions{Logger: store.SlogLogger(log), Durability: durability})
 	if err != nil {
-		return fmt.Errorf("cannot open store at %s: %w", cfg.Store.Path, err)
+		return err // it names the store and says why, once
 	}
 	gw, err := proxy.New(cfg, proxy.Options{Store: st, Logger: log, AccessLog: o.access, MetricsOnAdmin: o.adminListen != ""})
 	if err != nil {
@@ -295,24 +358,78 @@ func newLogger(format string, w io.Writer) (*slog.Logger, error) {
 
 func check(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gateway check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "config file to validate")
-	if err := fs.Parse(args); err != nil {
+	configPath := fs.String("config", "", "config `file` to validate")
+	checkUsage := func(w io.Writer, fs *flag.FlagSet) {
+		fmt.Fprint(w, "Usage: gateway check -config FILE   (or: gateway check FILE)\n\nFlags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+	// check FILE: one positional file stands for -config FILE.
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		args = append([]string{"-config"}, args...)
+	}
+	if err := parseFlags(fs, args, stdout, stderr, checkUsage); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	if *configPath == "" {
-		return errors.New("check: -config FILE is required")
+		checkUsage(stderr, fs)
+		return usageError{"check needs a config file: gateway check -config FILE"}
 	}
 	cfg, err := config.Load(*configPath)
 	if err != nil {
 		return err
 	}
+	if err := checkStoreDir(cfg.Store.Path); err != nil {
+		return fmt.Errorf("config %s:\n%w", *configPath, err)
+	}
+	// What start builds from the config (routes, affinity rings), without a
+	// store or a listener: no connection is made.
+	if _, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+		return fmt.Errorf("config %s:\n%w", *configPath, err)
+	}
 	fmt.Fprintf(stdout, "config ok: %d keys, %d upstreams, %d models\n", len(cfg.Keys), len(cfg.Upstreams), len(cfg.Models))
 	return nil
 }
 
+// checkStoreDir checks what start would need of store.path: that it is a
+// directory, or can be made one, in which this process can write. It leaves
+// nothing behind, and does not take the store's lock: a running gateway may
+// hold it.
+func checkStoreDir(dir string) error {
+	d := dir
+	for {
+		fi, err := os.Stat(d)
+		if err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("store.path: %s is not a directory", d)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("store.path: %w", err)
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	f, err := os.CreateTemp(d, ".gateway-check-*")
+	if err != nil {
+		return fmt.Errorf("store.path: cannot write in %s: %w", d, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
 func hashKey(args []string, stdout io.Writer) error {
 	var key string
+	if len(args) > 1 {
+		return usageError{"hash-key takes one key (or none, to read it from stdin)"}
+	}
 	if len(args) > 0 {
 		key = args[0]
 	} else {

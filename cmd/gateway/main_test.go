@@ -98,9 +98,9 @@ func TestVersion(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	code, _, help := runBin(t, "", "-help")
-	if code != 0 {
-		t.Fatalf("-help exits %d", code)
+	code, help, errOut := runBin(t, "", "-help")
+	if code != 0 || errOut != "" {
+		t.Fatalf("-help exits %d, stderr %q", code, errOut)
 	}
 	for _, want := range []string{
 		"-config file", "-listen address", "-log-format format", "-access-log format", "-admin-listen address",
@@ -111,11 +111,46 @@ func TestHelp(t *testing.T) {
 			t.Errorf("-help does not mention %q:\n%s", want, help)
 		}
 	}
-	if code, _, _ := runBin(t, "", "-no-such-flag"); code != 1 {
-		t.Errorf("an unknown flag exits %d", code)
+	if code, _, errOut := runBin(t, "", "-no-such-flag"); code != 2 || !strings.Contains(errOut, "Usage:") {
+		t.Errorf("an unknown flag exits %d: %s", code, errOut)
 	}
 	if code, _, errOut := runBin(t, "", "-access-log", "xml", "-config", "x.yaml"); code != 1 || !strings.Contains(errOut, "-access-log must be text, json or off") {
 		t.Errorf("-access-log xml: exit %d, %s", code, errOut)
+	}
+}
+
+// TestStrayWords: a word the gateway does not understand is an error with the
+// usage, never a silent start of the demo.
+func TestStrayWords(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	f := func(wantCode int, wantOut, wantErr string, args ...string) {
+		t.Helper()
+		code, out, errOut := runBin(t, "", args...)
+		if code != wantCode || !strings.Contains(out, wantOut) || !strings.Contains(errOut, wantErr) {
+			t.Errorf("%q: exit %d (want %d)\nstdout %q\nstderr %q", args, code, wantCode, out, errOut)
+		}
+		if strings.Contains(errOut, "no provider configured") {
+			t.Errorf("%q started the demo", args)
+		}
+	}
+	f(1, "", missing, "serve", "-config", missing)
+	f(0, "Usage:", "", "help")
+	f(0, "gateway "+testVersion, "", "version")
+	f(2, "", `unknown command "bogus"`, "bogus", "-listen", "127.0.0.1:1")
+	f(2, "", `unexpected argument "stray"`, "-listen", "127.0.0.1:1", "stray")
+	f(2, "", `unexpected argument "b.yaml"`, "check", "a.yaml", "b.yaml")
+	f(2, "", "hash-key takes one key", "hash-key", "a", "b")
+}
+
+// TestSecondGatewayOnOneStore: a second gateway on the same store says that
+// another process holds it, once.
+func TestSecondGatewayOnOneStore(t *testing.T) {
+	e := newEnv(t)
+	e.start()
+	code, _, errOut := runBin(t, "", "-config", e.cfgPath, "-listen", "127.0.0.1:0")
+	if code != 1 || strings.Count(errOut, "cannot open store") != 1 || strings.Count(errOut, "held by another process") != 1 ||
+		strings.Contains(errOut, "temporarily unavailable") {
+		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
 
@@ -146,8 +181,18 @@ func TestCheck(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, `models[2].upstreams[0]: unknown upstream "no-such-upstream"`) {
 		t.Fatalf("bad config: exit %d, %q", code, errOut)
 	}
-	if code, _, _ := runBin(t, "", "check"); code != 1 {
-		t.Fatalf("no -config: exit %d", code)
+	blocker := filepath.Join(dir, "a-file")
+	os.WriteFile(blocker, nil, 0o600)
+	unwritable := filepath.Join(dir, "unwritable.yaml")
+	writeConfig(t, unwritable, filepath.Join(blocker, "sub"), "127.0.0.1:1", "127.0.0.1:2", "")
+	if code, _, errOut := runBin(t, "", "check", unwritable); code != 1 || !strings.Contains(errOut, "store.path: "+blocker+" is not a directory") {
+		t.Fatalf("a store path under a file: exit %d, %q", code, errOut)
+	}
+	if code, out, _ := runBin(t, "", "check", good); code != 0 || out != "config ok: 2 keys, 3 upstreams, 2 models\n" {
+		t.Fatalf("check FILE: exit %d, %q", code, out)
+	}
+	if code, _, errOut := runBin(t, "", "check"); code != 2 || !strings.Contains(errOut, "gateway check -config FILE") {
+		t.Fatalf("no -config: exit %d, %q", code, errOut)
 	}
 	assertNoSecrets(t, out+errOut)
 }
@@ -482,7 +527,7 @@ func TestServeRequestIDsMetricsAndAccessLog(t *testing.T) {
 		if status, _, body := do(t, "GET", base+"/healthz", "", nil, ""); status != 200 || body != "ok\n" {
 			t.Fatalf("%s/healthz: %d %q", base, status, body)
 		}
-		if status, _, body := do(t, "GET", base+"/readyz", "", nil, ""); status != 200 || !strings.HasPrefix(body, "ready\n") {
+		if status, _, body := do(t, "GET", base+"/readyz", "", nil, ""); status != 200 || !strings.HasPrefix(body, `{"ready":true,`) {
 			t.Fatalf("%s/readyz: %d %q", base, status, body)
 		}
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -55,13 +56,31 @@ type Upstream struct {
 
 // Model is one routable model.
 type Model struct {
-	ID                  string     `yaml:"id"`
-	Upstreams           []string   `yaml:"upstreams"`
-	Image               bool       `yaml:"image"`
-	OwnedBy             string     `yaml:"owned_by"`
-	Created             int64      `yaml:"created"`
-	SupportedParameters []string   `yaml:"supported_parameters"`
-	Reasoning           *Reasoning `yaml:"reasoning"`
+	ID                  string          `yaml:"id"`
+	Upstreams           []ModelUpstream `yaml:"upstreams"`
+	Image               bool            `yaml:"image"`
+	OwnedBy             string          `yaml:"owned_by"`
+	Created             int64           `yaml:"created"`
+	SupportedParameters []string        `yaml:"supported_parameters"`
+	Reasoning           *Reasoning      `yaml:"reasoning"`
+}
+
+// ModelUpstream is one deployment of a model. In YAML it is the deployment's name, or
+// {name: alpha-1, model: claude-x} when the provider knows the model by another name there.
+type ModelUpstream struct {
+	Name string `yaml:"name"`
+	// Model is what the deployment calls the model: it replaces the body's top-level model
+	// (and the model in a gamma path) on the way there. Empty: the model's id.
+	Model string `yaml:"model"`
+}
+
+// UnmarshalYAML reads a deployment name or a {name, model} mapping.
+func (u *ModelUpstream) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		return n.Decode(&u.Name)
+	}
+	type plain ModelUpstream
+	return n.Decode((*plain)(u))
 }
 
 // Reasoning is shown in the model list.
@@ -126,7 +145,9 @@ type Duration time.Duration
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: invalid duration %q", n.Line, n.Value)
+		// A TypeError lets the decoder go on with the rest of the file; Parse reports the
+		// field by its path (see shape).
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: invalid duration %q", n.Line, n.Value)}}
 	}
 	*d = Duration(v)
 	return nil
@@ -145,13 +166,14 @@ func Load(path string) (*Config, error) {
 	}
 	cfg, err := Parse(data, os.LookupEnv)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, fmt.Errorf("config %s:\n%w", path, err)
 	}
 	return cfg, nil
 }
 
-// Parse expands ${VAR} references with lookup, decodes the YAML strictly
-// (an unknown field is an error) and validates the result.
+// Parse expands ${VAR} references with lookup, decodes the YAML strictly (an unknown field
+// is an error) and validates the result. The error lists every problem of the file, each
+// naming its field path and what is expected there.
 func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	var missing []string
 	expanded := envRef.ReplaceAllStringFunc(string(data), func(ref string) string {
@@ -165,15 +187,22 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("environment variables not set: %s", strings.Join(missing, ", "))
 	}
-	dec := yaml.NewDecoder(strings.NewReader(expanded))
-	dec.KnownFields(true)
-	var cfg Config
-	if err := dec.Decode(&cfg); err != nil {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(expanded), &doc); err != nil {
 		return nil, fmt.Errorf("cannot parse YAML: %w", err)
 	}
+	var cfg Config
+	var shape problems
+	if len(doc.Content) > 0 {
+		shape.shape(doc.Content[0], "", reflect.TypeFor[Config]())
+		// A value of the wrong shape is left zero; the rest is still decoded and validated,
+		// so that one run reports every problem of the file.
+		_ = doc.Content[0].Decode(&cfg)
+	}
 	cfg.EnsureDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+	p := append(shape, cfg.validate().except(shape)...)
+	if len(p) > 0 {
+		return nil, p.err()
 	}
 	return &cfg, nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +104,109 @@ func TestConfigValidationNamesField(t *testing.T) {
 	f("group unknown upstream", base(okKeys, okUps, okModels)+"groups:\n  - {name: g, upstreams: [zz]}\n", "groups[0].upstreams[0]")
 	f("bad durability", base(okKeys, okUps, okModels)+"store: {durability: fsync}\n", "store.durability")
 	f("bad engine", base(okKeys, okUps, okModels)+"store: {engine: redis}\n", "store.engine")
+	f("no api_key", base(okKeys, "  - {name: u1, family: beta, base_url: \"http://h/v1\"}\n", okModels), "upstreams[0].api_key")
+	f("empty api_key", base(okKeys, "  - {name: u1, family: beta, base_url: \"http://h/v1\", api_key: \"\"}\n", okModels), "upstreams[0].api_key")
 	f("bad expiry default", base(okKeys, okUps, okModels)+"files: {default_expires_in: 10m}\n", "files.default_expires_in")
+}
+
+// TestConfigShapeErrors: a value of the wrong kind or an unknown field is named by its
+// field path and what is expected there, never by Go types, and every problem of a file
+// is reported in one error.
+func TestConfigShapeErrors(t *testing.T) {
+	yaml := `
+keys:
+  - {id: a, key: k}
+upstreams:
+  - {name: u1, family: beta, base_url: "http://127.0.0.1:1/v1", api_key: k, max_conns: many}
+  - {name: u2, family: beta, base_url: "http://127.0.0.1:2/v1"}
+models:
+  - {id: m, upstream: [u1]}
+  - {id: n, upstreams: u1}
+  - {id: o, upstreams: [u1, {name: u2, model: provider-o, extra: 1}], image: maybe}
+timeouts: {connect: "30"}
+health: {failures: [3]}
+`
+	_, err := Parse([]byte(yaml), env(nil))
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`upstreams[0].max_conns: expected an integer, not "many" (line 5)`,
+		`upstreams[1].api_key: required`,
+		`models[0].upstream: unknown field (line 8); known fields here: created, id, image, owned_by, reasoning, supported_parameters, upstreams`,
+		`models[0].upstreams: at least one upstream is required`,
+		`models[1].upstreams: expected a list such as [a, b], not "u1" (line 9)`,
+		`models[2].upstreams[1].extra: unknown field (line 10); known fields here: model, name`,
+		`models[2].image: expected true or false, not "maybe" (line 10)`,
+		`timeouts.connect: expected a duration such as 30s, 5m or 720h, not "30" (line 11)`,
+		`health.failures: expected an integer, not a list (line 12)`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the errors do not say %q:\n%s", want, msg)
+		}
+	}
+	for _, never := range []string{"config.", "proxy.", "not found in type", "cannot unmarshal", "!!"} {
+		if strings.Contains(msg, never) {
+			t.Errorf("the errors mention %q:\n%s", never, msg)
+		}
+	}
+	// models[1].upstreams is wrong in shape: validation of its zero value does not repeat it.
+	if n := strings.Count(msg, "models[1].upstreams"); n != 1 {
+		t.Errorf("models[1].upstreams is named %d times:\n%s", n, msg)
+	}
+}
+
+// TestModelUpstreamNames: a deployment of a model is a name, or a name with the provider's
+// own model name there; old configs (names only) keep their meaning.
+func TestModelUpstreamNames(t *testing.T) {
+	yaml := `
+keys: [{id: a, key: k}]
+upstreams:
+  - {name: beta-east, family: beta, base_url: "https://api.openai.com/v1", api_key: k}
+  - {name: alpha-1, family: alpha, base_url: "https://api.anthropic.com", api_key: k}
+models:
+  - id: model-x
+    upstreams: [beta-east, {name: alpha-1, model: claude-x}]
+  - {id: old, upstreams: [beta-east]}
+`
+	cfg, err := Parse([]byte(yaml), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Models[0].Upstreams
+	if len(got) != 2 || got[0] != (ModelUpstream{Name: "beta-east"}) || got[1] != (ModelUpstream{Name: "alpha-1", Model: "claude-x"}) {
+		t.Fatalf("models[0].upstreams = %+v", got)
+	}
+	if u := cfg.Models[1].Upstreams; len(u) != 1 || u[0] != (ModelUpstream{Name: "beta-east"}) {
+		t.Fatalf("models[1].upstreams = %+v", u)
+	}
+	_, err = Parse([]byte(strings.Replace(yaml, "model: claude-x", `model: "claude x"`, 1)), env(nil))
+	if err == nil || !strings.Contains(err.Error(), "models[0].upstreams[1].model") {
+		t.Fatalf("a model name with a space: %v", err)
+	}
+}
+
+// TestREADMEExample: the README's config example is a valid config.
+func TestREADMEExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "## Configuration")
+	if !ok {
+		t.Fatal("README has no Configuration section")
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	example, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("README's Configuration section has no yaml block")
+	}
+	cfg, err := Parse([]byte(example), func(string) (string, bool) { return "example-secret", true })
+	if err != nil {
+		t.Fatalf("README's example:\n%v", err)
+	}
+	if u := cfg.Models[0].Upstreams; len(u) != 2 || u[1].Model == "" {
+		t.Fatalf("the example shows no per-deployment model name: %+v", u)
+	}
 }

@@ -4,27 +4,63 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/store"
 )
 
-// problems collects what validation finds, in the order found; each error
-// names its field.
-type problems []error
+// problem is one thing wrong with a config, at the field path field.
+type problem struct{ field, msg string }
+
+func (p problem) Error() string { return p.field + ": " + p.msg }
+
+// problems collects what validation finds, in the order found.
+type problems []problem
 
 func (p *problems) add(field, format string, args ...any) {
-	*p = append(*p, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	*p = append(*p, problem{field, fmt.Sprintf(format, args...)})
+}
+
+// err joins the problems into one error, one line each; nil when there are none.
+func (p problems) err() error {
+	errs := make([]error, len(p))
+	for i, x := range p {
+		errs[i] = x
+	}
+	return errors.Join(errs...)
+}
+
+// except drops the problems at or under a field of bad: a value of the wrong shape was
+// left zero, and what validation says of that zero would only repeat it.
+func (p problems) except(bad problems) problems {
+	var kept problems
+	for _, x := range p {
+		covered := false
+		for _, b := range bad {
+			covered = covered || x.field == b.field || strings.HasPrefix(x.field, b.field+".") || strings.HasPrefix(x.field, b.field+"[")
+		}
+		if !covered {
+			kept = append(kept, x)
+		}
+	}
+	return kept
 }
 
 // Validate checks the config; its errors name the offending field.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate().err() }
+
+func (c *Config) validate() problems {
 	var p problems
 	if c.Store.Engine != "pebble" {
 		p.add("store.engine", "unsupported engine %q (supported: pebble)", c.Store.Engine)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		p.add("listen", "expected host:port such as 127.0.0.1:8080, not %q", c.Listen)
 	}
 	p.keys(c.Keys)
 	ups := p.upstreams(c.Upstreams)
@@ -34,7 +70,7 @@ func (c *Config) Validate() error {
 		p.add("store.durability", "must be process or machine, not %q", c.Store.Durability)
 	}
 	p.limits(c)
-	return errors.Join(p...)
+	return p
 }
 
 func (p *problems) keys(keys []Key) {
@@ -87,6 +123,9 @@ func (p *problems) upstreams(ups []Upstream) map[string]family.Family {
 		if u.MaxConns < 0 {
 			p.add(f+".max_conns", "must be positive")
 		}
+		if strings.TrimSpace(u.APIKey) == "" {
+			p.add(f+".api_key", "required: the deployment's provider key, e.g. api_key: \"${%s_KEY}\"", envName(u.Name))
+		}
 	}
 	return fams
 }
@@ -110,23 +149,29 @@ func (p *problems) models(models []Model, ups map[string]family.Family) {
 
 // modelUpstreams checks one model's deployments: known, not repeated, and at
 // most 64 of a family (the size of an affinity ring).
-func (p *problems) modelUpstreams(f string, names []string, ups map[string]family.Family) {
-	if len(names) == 0 {
+func (p *problems) modelUpstreams(f string, mus []ModelUpstream, ups map[string]family.Family) {
+	if len(mus) == 0 {
 		p.add(f+".upstreams", "at least one upstream is required")
 	}
 	perFamily := [family.Count]int{}
 	seen := map[string]bool{}
-	for j, name := range names {
+	for j, mu := range mus {
+		name, at := mu.Name, fmt.Sprintf("%s.upstreams[%d]", f, j)
 		fam, ok := ups[name]
 		switch {
+		case name == "":
+			p.add(at+".name", "required: the name of one of upstreams[]")
 		case !ok:
-			p.add(fmt.Sprintf("%s.upstreams[%d]", f, j), "unknown upstream %q", name)
+			p.add(at, "unknown upstream %q", name)
 		case seen[name]:
-			p.add(fmt.Sprintf("%s.upstreams[%d]", f, j), "duplicate upstream %q", name)
+			p.add(at, "duplicate upstream %q", name)
 		default:
 			perFamily[fam]++
 		}
 		seen[name] = true
+		if mu.Model != "" && !validModelName(mu.Model) {
+			p.add(at+".model", "must be printable characters without spaces, not %q", mu.Model)
+		}
 	}
 	for fam, n := range perFamily {
 		if n > 64 {
@@ -232,4 +277,29 @@ func validGroupName(s string) bool {
 		}
 	}
 	return true
+}
+
+// validModelName reports whether s can name a model at a provider: printable ASCII or
+// UTF-8 letters, no spaces or control characters.
+func validModelName(s string) bool {
+	for _, r := range s {
+		if r <= ' ' || r == 0x7f || r == utf8.RuneError {
+			return false
+		}
+	}
+	return len(s) <= 256
+}
+
+// envName suggests an environment variable for a deployment's key: BETA_EAST for beta-east.
+func envName(name string) string {
+	b := []byte(strings.ToUpper(name))
+	for i, c := range b {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		return "UPSTREAM"
+	}
+	return string(b)
 }

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -39,6 +40,11 @@ type Deployment struct {
 	// maxAnswer bounds an answer read whole (config limits.max_response_bytes).
 	maxAnswer int
 
+	// Health changes are logged to log, each kind at most once per logEvery.
+	log                      atomic.Pointer[slog.Logger]
+	logEvery                 time.Duration
+	lastDownLog, lastBackLog throttle
+
 	// Stats holds picks, session moves and the deployment's metrics.
 	Stats Stats
 }
@@ -69,6 +75,7 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 		maxFailures: int32(h.Failures),
 		cooldown:    h.Cooldown.D(),
 		maxAnswer:   l.MaxResponseBytes,
+		logEvery:    LogEvery,
 	}
 	d.client = newClient(addr, isTLS, u.MaxConns, t)
 	if !d.loadsItself() {

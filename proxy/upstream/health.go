@@ -1,6 +1,12 @@
 package upstream
 
-import "time"
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+)
 
 // Excluded reports whether the deployment is in its cooldown after failures
 // at now (unix nanoseconds).
@@ -16,23 +22,80 @@ func (d *Deployment) Succeeded() {
 	// An exclusion that is over is cleared, so picks stop reading the clock
 	// for it; one still running is left alone (the answer may predate it).
 	if until := d.downUntil.Load(); until != 0 && until <= time.Now().UnixNano() {
-		d.downUntil.CompareAndSwap(until, 0)
+		if d.downUntil.CompareAndSwap(until, 0) {
+			d.logHealth(&d.lastBackLog, "deployment back in service: it answered after its cooldown", nil)
+		}
 	}
 }
 
-// Failed records a failure; enough in a row exclude the deployment for the
-// cooldown. It reports whether this call excluded it.
-func (d *Deployment) Failed() bool {
+// Failed records a failure whose cause is err (a transport error, a
+// StatusError, an interrupted stream); enough in a row exclude the deployment
+// for the cooldown, which is logged with the cause. It reports whether this
+// call excluded it.
+func (d *Deployment) Failed(err error) bool {
 	if d.failures.Add(1) < d.maxFailures {
 		return false
 	}
 	d.failures.Store(0)
 	d.downUntil.Store(time.Now().Add(d.cooldown).UnixNano())
+	d.logHealth(&d.lastDownLog, "deployment excluded after failures in a row", err)
 	return true
 }
+
+// StatusError is an upstream answer whose status counts as a failure.
+type StatusError int
+
+func (e StatusError) Error() string { return "upstream answered " + strconv.Itoa(int(e)) }
 
 // FailureStatus reports whether an upstream status counts against the
 // deployment's health: server errors and overload, not the caller's mistakes.
 func FailureStatus(status int) bool {
 	return status >= 500 && status != 501 && status != 505
+}
+
+// LogEvery is the least time between two log lines of one kind (excluded,
+// back) of one deployment; the lines in between are counted in the next.
+const LogEvery = 10 * time.Second
+
+// SetLogger sets where the deployment logs its exclusions and recoveries; nil
+// (the default) logs nothing. Safe to call while the deployment serves.
+func (d *Deployment) SetLogger(l *slog.Logger) { d.log.Store(l) }
+
+// logHealth logs one health change, at most once per LogEvery per kind. The
+// line names the deployment, never its key or URL.
+func (d *Deployment) logHealth(last *throttle, msg string, cause error) {
+	l := d.log.Load()
+	if l == nil {
+		return
+	}
+	skipped, ok := last.allow(time.Now().UnixNano(), int64(d.logEvery))
+	if !ok {
+		return
+	}
+	attrs := []any{"deployment", d.name, "family", d.family.String()}
+	if cause != nil {
+		attrs = append(attrs, "failures", d.maxFailures, "cooldown", d.cooldown.String(), "cause", causeText(cause))
+	}
+	if skipped > 0 {
+		attrs = append(attrs, "unlogged_before", skipped)
+	}
+	l.Warn(msg, attrs...)
+}
+
+// causeText is what a health log line says of a failure: a status, a dial
+// error (which names only the address) or a timeout as they are, anything
+// else by a fixed word, since an error from reading an answer may quote the
+// answer's bytes.
+func causeText(err error) string {
+	var se StatusError
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &se):
+		return err.Error()
+	case errors.As(err, &oe) && oe.Op == "dial":
+		return err.Error()
+	case IsTimeout(err):
+		return "timeout"
+	}
+	return "upstream_error"
 }

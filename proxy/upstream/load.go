@@ -83,7 +83,7 @@ func (r *Relay) endLoad(err error) {
 	if err != nil {
 		r.resp.SetConnectionClose()
 		if !errors.Is(err, ErrAnswerTooLarge) {
-			r.dep.Failed()
+			r.dep.Failed(err)
 		}
 	}
 	r.resp.CloseBodyStream()

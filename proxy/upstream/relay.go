@@ -81,7 +81,7 @@ func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error 
 		case errors.Is(err, fasthttp.ErrNoFreeConns):
 			return err // busy, not failing
 		}
-		dep.Failed()
+		dep.Failed(err)
 	}
 	return err
 }
@@ -92,7 +92,7 @@ func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error 
 func (r *Relay) Begin(out *fasthttp.Response) int {
 	status := r.resp.StatusCode()
 	if FailureStatus(status) {
-		r.dep.Failed()
+		r.dep.Failed(StatusError(status))
 	} else {
 		r.dep.Succeeded()
 	}

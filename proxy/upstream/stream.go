@@ -44,7 +44,7 @@ func (r *Relay) Read(p []byte) (int, error) {
 		return n, nil
 	case !r.sse:
 		if err != io.EOF {
-			r.dep.Failed()
+			r.dep.Failed(err)
 			r.resp.SetConnectionClose()
 		}
 		return n, err
@@ -60,7 +60,7 @@ func (r *Relay) Read(p []byte) (int, error) {
 func (r *Relay) breakOff(err error) {
 	msg := "the upstream stream ended before its final event"
 	if err != io.EOF {
-		r.dep.Failed()
+		r.dep.Failed(err)
 		msg = "the upstream stream was interrupted"
 		if IsTimeout(err) {
 			msg = "the upstream stream timed out"

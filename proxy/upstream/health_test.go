@@ -1,0 +1,63 @@
+package upstream
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelgate/gateway/proxy/config"
+)
+
+func newHealthDeployment(t *testing.T, log *bytes.Buffer) *Deployment {
+	t.Helper()
+	d := New(config.Upstream{Name: "beta-east", Family: "beta", BaseURL: "http://127.0.0.1:1/v1", APIKey: "sk-secret", MaxConns: 1},
+		config.Timeouts{}, config.Health{Failures: 2, Cooldown: config.Duration(time.Hour)}, config.Limits{})
+	d.SetLogger(slog.New(slog.NewTextHandler(log, nil)))
+	return d
+}
+
+// TestHealthLogThrottled: exclusions repeated within logEvery give one line,
+// and the next one says how many were not logged.
+func TestHealthLogThrottled(t *testing.T) {
+	var log bytes.Buffer
+	d := newHealthDeployment(t, &log)
+	d.logEvery = time.Hour
+	cause := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+	for range 6 {
+		d.Failed(cause)
+	}
+	if n := strings.Count(log.String(), "deployment excluded"); n != 1 {
+		t.Fatalf("%d exclusion lines:\n%s", n, log.String())
+	}
+	if !strings.Contains(log.String(), `deployment=beta-east family=beta failures=2 cooldown=1h0m0s cause="dial tcp`) || strings.Contains(log.String(), "sk-secret") {
+		t.Fatalf("line:\n%s", log.String())
+	}
+	d.logEvery = 0 // the next line passes and counts the two held back
+	d.Failed(cause)
+	d.Failed(cause)
+	if !strings.Contains(log.String(), "unlogged_before=2") {
+		t.Fatalf("lines:\n%s", log.String())
+	}
+}
+
+// TestHealthLogRecovery: a deployment that answers after its cooldown is
+// logged as back, once.
+func TestHealthLogRecovery(t *testing.T) {
+	var log bytes.Buffer
+	d := newHealthDeployment(t, &log)
+	d.Failed(StatusError(503))
+	d.Failed(StatusError(503))
+	d.Succeeded() // still in its cooldown: not back
+	if strings.Contains(log.String(), "back in service") || !strings.Contains(log.String(), `cause="upstream answered 503"`) {
+		t.Fatalf("lines:\n%s", log.String())
+	}
+	d.downUntil.Store(time.Now().Add(-time.Second).UnixNano()) // the cooldown is over
+	d.Succeeded()
+	d.Succeeded()
+	if n := strings.Count(log.String(), "deployment back in service"); n != 1 {
+		t.Fatalf("%d recovery lines:\n%s", n, log.String())
+	}
+}
