@@ -40,7 +40,6 @@ func TestAppendForUpstream(t *testing.T) {
 	f(`{"session_id":"s","model":"m","a":1}`, `"p"`, `{"model":"p","a":1}`)
 	f(`{"model":"m","session_id":"s"}`, `"p"`, `{"model":"p"}`)
 	f(`{"a":1,"model":"m", "session_id":"s", "b":2}`, `"p"`, `{"a":1,"model":"p", "b":2}`)
-	f(`{"session_id":"s","model":"m","session_id":null}`, `"p"`, `{"model":"p"}`)
 	f(`{"a":1,"session_id":"s","b":2,"model":"m"}`, `"longer-name"`, `{"a":1,"b":2,"model":"longer-name"}`)
 	// no model in the body (a continuation): nothing is added
 	f(`{"previous_response_id":"resp_1","session_id":"s","input":"hi"}`, `"p"`, `{"previous_response_id":"resp_1","input":"hi"}`)

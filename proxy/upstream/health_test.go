@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestHealthLogThrottled(t *testing.T) {
 	var log bytes.Buffer
 	d := newHealthDeployment(t, &log)
 	d.logEvery = time.Hour
-	cause := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+	cause := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, Err: errors.New("connect: connection refused")}
 	for range 6 {
 		d.Failed(cause)
 	}
