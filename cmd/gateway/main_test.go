@@ -261,18 +261,31 @@ func (e *env) writeConfig(extraModels string, extraKeys ...string) {
 
 // start runs the gateway on e's config with JSON logs and waits until it listens.
 func (e *env) start(args ...string) *gateway {
-	t := e.t
-	t.Helper()
-	g := &gateway{t: t, stdout: &lineLog{}, stderr: &lineLog{}, exited: make(chan struct{}), cfgPath: e.cfgPath}
+	e.t.Helper()
 	args = append([]string{"-config", e.cfgPath, "-listen", "127.0.0.1:0", "-log-format", "json", "-access-log", "json"}, args...)
+	g := launch(e.t, "", args, e.hold.free) // let a held stream end, or the gateway would wait on it
+	g.cfgPath = e.cfgPath
+	return g
+}
+
+// launch runs the gateway binary with args in dir ("" for the test's own) and
+// waits until it listens, on the admin listener too when args name one. At the
+// test's end it calls beforeKill (when not nil), kills the process if it still
+// runs and checks that no secret reached its output.
+func launch(t *testing.T, dir string, args []string, beforeKill func()) *gateway {
+	t.Helper()
+	g := &gateway{t: t, stdout: &lineLog{}, stderr: &lineLog{}, exited: make(chan struct{})}
 	g.cmd = exec.Command(binary(t), args...)
+	g.cmd.Dir = dir
 	g.cmd.Stdout, g.cmd.Stderr = g.stdout, g.stderr
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { g.waitErr = g.cmd.Wait(); close(g.exited) }()
 	t.Cleanup(func() {
-		e.hold.free() // let a held stream end, or the gateway would wait on it
+		if beforeKill != nil {
+			beforeKill()
+		}
 		select {
 		case <-g.exited:
 		default:
