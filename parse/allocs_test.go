@@ -101,3 +101,23 @@ func TestScannerAllocs(t *testing.T) {
 		t.Fatalf("Scanner allocates %v times per run", n)
 	}
 }
+
+func TestSplitterAllocs(t *testing.T) {
+	stream := []byte("data: a\r\n\r\nevent: x\rdata: b\r\r: c\n\n")
+	chunks := chunksOf(stream, 7)
+	var s Splitter
+	n := testing.AllocsPerRun(100, func() {
+		s.Reset()
+		for _, c := range chunks {
+			s.Feed(c)
+			for {
+				if _, _, ok := s.Next(); !ok {
+					break
+				}
+			}
+		}
+	})
+	if n != 0 {
+		t.Fatalf("Splitter allocates %v times per stream", n)
+	}
+}

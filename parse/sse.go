@@ -34,17 +34,14 @@ type Event struct {
 // concurrent use.
 type Scanner struct {
 	maxEvent int
-	in       []byte // the caller's chunk, not yet scanned
-	lf       int    // index in "in" of the next '\n', or -1 for none; valid when lfKnown
-	lfKnown  bool
-	partial  []byte // a line cut by the end of a chunk
+	lines    Splitter // the caller's chunk, not yet scanned
+	partial  []byte   // a line cut by the end of a chunk
 	name     []byte
 	data     []byte // "data" values, each followed by '\n'
 
 	lineBytes int  // bytes of the lines of the event so far
 	hasData   bool // the event has a "data" field
 	delivered bool // name and data were handed out by Next and are cleared by the next Next
-	skipLF    bool // the last line ended in '\r': a '\n' that comes next belongs to it
 	started   bool // the byte order mark check is done
 	bomBytes  int  // bytes of a byte order mark matched so far
 	err       error
@@ -68,10 +65,10 @@ func (s *Scanner) Reset(maxEvent int) {
 // that it needs more input, so p must stay unchanged until then; Feed must not be called
 // before that either.
 func (s *Scanner) Feed(p []byte) {
-	if len(s.in) != 0 {
+	if len(s.lines.in) != 0 {
 		panic("BUG: parse: Scanner.Feed called before Next consumed the previous chunk")
 	}
-	s.in, s.lfKnown = p, false
+	s.lines.Feed(p)
 }
 
 // Next returns the next complete event. ok is false when the input fed so far holds no more
@@ -110,25 +107,17 @@ func (s *Scanner) nextLine() ([]byte, bool) {
 	if !s.started && !s.skipBOM() {
 		return nil, false
 	}
-	if s.skipLF && len(s.in) > 0 {
-		s.skipLF = false
-		if s.in[0] == '\n' {
-			s.advance(1)
-		}
-	}
-	i := s.lineEnd()
-	if i < 0 {
-		in := s.in
-		s.advance(len(in))
-		if s.lineBytes+len(s.partial)+len(in) > s.maxEventSize() {
-			return nil, s.fail()
-		}
-		s.partial = append(s.partial, in...)
+	line, end, ok := s.lines.Next()
+	if !ok {
 		return nil, false
 	}
-	line := s.in[:i]
-	s.skipLF = s.in[i] == '\r'
-	s.advance(i + 1)
+	if end == MidLine {
+		if s.lineBytes+len(s.partial)+len(line) > s.maxEventSize() {
+			return nil, s.fail()
+		}
+		s.partial = append(s.partial, line...)
+		return nil, false
+	}
 	if len(s.partial) > 0 {
 		line = append(s.partial, line...)
 		s.partial = line[:0] // line stays valid: nothing is added to partial before it is used
@@ -139,33 +128,6 @@ func (s *Scanner) nextLine() ([]byte, bool) {
 	return line, true
 }
 
-// lineEnd returns the index in s.in of the first '\n' or '\r', or -1. It remembers where the
-// next '\n' is, so that many lines ending in a lone '\r' do not make it search the rest of
-// the chunk for a '\n' again and again.
-func (s *Scanner) lineEnd() int {
-	if !s.lfKnown {
-		s.lf, s.lfKnown = bytes.IndexByte(s.in, '\n'), true
-	}
-	if s.lf < 0 {
-		return bytes.IndexByte(s.in, '\r')
-	}
-	if r := bytes.IndexByte(s.in[:s.lf], '\r'); r >= 0 {
-		return r
-	}
-	return s.lf
-}
-
-// advance drops n scanned bytes from the front of s.in.
-func (s *Scanner) advance(n int) {
-	s.in = s.in[n:]
-	switch {
-	case s.lf >= n:
-		s.lf -= n
-	case s.lf >= 0:
-		s.lfKnown = false
-	}
-}
-
 func (s *Scanner) maxEventSize() int {
 	if s.maxEvent <= 0 {
 		return DefaultMaxEvent
@@ -174,7 +136,7 @@ func (s *Scanner) maxEventSize() int {
 }
 
 func (s *Scanner) fail() bool {
-	s.err, s.in, s.lfKnown = ErrEventTooLarge, nil, false
+	s.err, s.lines.in, s.lines.lfKnown = ErrEventTooLarge, nil, false
 	return false
 }
 
@@ -184,11 +146,12 @@ const bom = "\xEF\xBB\xBF"
 // skipBOM drops a byte order mark at the start of the stream, which may come split across
 // chunks. It reports false when the input ends before it can tell.
 func (s *Scanner) skipBOM() bool {
-	for s.bomBytes < len(bom) && len(s.in) > 0 && s.in[0] == bom[s.bomBytes] {
+	in := &s.lines
+	for s.bomBytes < len(bom) && len(in.in) > 0 && in.in[0] == bom[s.bomBytes] {
 		s.bomBytes++
-		s.advance(1)
+		in.advance(1)
 	}
-	if s.bomBytes < len(bom) && len(s.in) == 0 {
+	if s.bomBytes < len(bom) && len(in.in) == 0 {
 		return false
 	}
 	if s.bomBytes < len(bom) {
@@ -217,5 +180,126 @@ func (s *Scanner) field(line []byte) {
 		s.hasData = true
 	case "event":
 		s.name = append(s.name[:0], value...)
+	}
+}
+
+// Boundary tells what ends a piece of an SSE stream that Splitter.Next returns.
+type Boundary uint8
+
+const (
+	// MidLine: the input ended inside a line, which goes on in the next chunk.
+	MidLine Boundary = iota
+	// LineEnd: a line that is not blank ended.
+	LineEnd
+	// BlankLine: a blank line ended; it ends the event before it, if any.
+	BlankLine
+)
+
+// Splitter splits a server-sent-events stream, fed in chunks of any size, into lines as the
+// WHATWG EventSource specification does: a line ends in "\n", "\r\n" or "\r", and a "\r\n"
+// split across two chunks is one line end. A blank line ends an event. It is the one line
+// splitter of the project: Scanner reads its lines through it, the relay of package
+// proxy/upstream finds the end of events and of streams with it, and the load generator
+// counts events with it.
+//
+// It keeps no bytes: Next hands out pieces of the chunk given to Feed. The zero value is
+// ready to use; Reset makes it so again. Not safe for concurrent use.
+type Splitter struct {
+	in      []byte // the caller's chunk, not yet split
+	lf      int    // index in "in" of the next '\n', or -1 for none; valid when lfKnown
+	lfKnown bool
+	skipLF  bool // the last line ended in '\r': a '\n' that comes next belongs to it
+	lineLen int  // bytes of the current line in the chunks before
+}
+
+// Reset makes s ready for a new stream.
+func (s *Splitter) Reset() { *s = Splitter{} }
+
+// Feed gives s the next chunk of the stream, which s keeps without copying until Next has
+// consumed it (Next reports ok false).
+func (s *Splitter) Feed(p []byte) {
+	s.in, s.lfKnown = p, false
+}
+
+// Next returns the next piece of the chunk: the bytes of the current line up to its line end
+// (without it) or up to the end of the chunk, and what ended the piece. ok is false when the
+// chunk is used up. A line that began in an earlier chunk is handed out in pieces; a blank
+// line is one whose pieces hold no byte at all.
+func (s *Splitter) Next() (piece []byte, end Boundary, ok bool) {
+	if s.skipLF && len(s.in) > 0 {
+		s.skipLF = false
+		if s.in[0] == '\n' {
+			s.advance(1)
+		}
+	}
+	if len(s.in) == 0 {
+		s.in = nil // keep no reference to the caller's chunk
+		return nil, MidLine, false
+	}
+	i := s.lineEnd()
+	if i < 0 {
+		piece = s.in
+		s.advance(len(piece))
+		s.lineLen += len(piece)
+		return piece, MidLine, true
+	}
+	piece = s.in[:i]
+	s.skipLF = s.in[i] == '\r'
+	s.advance(i + 1)
+	end = LineEnd
+	if s.lineLen == 0 && i == 0 {
+		end = BlankLine
+	}
+	s.lineLen = 0
+	return piece, end, true
+}
+
+// InLine reports whether the bytes fed so far end inside a line.
+func (s *Splitter) InLine() bool { return s.lineLen > 0 || len(s.in) > 0 }
+
+// lineEnd returns the index in s.in of the first '\n' or '\r', or -1. It remembers where the
+// next '\n' is, so that many lines ending in a lone '\r' do not make it search the rest of
+// the chunk for a '\n' again and again.
+func (s *Splitter) lineEnd() int {
+	if !s.lfKnown {
+		s.lf, s.lfKnown = bytes.IndexByte(s.in, '\n'), true
+	}
+	if s.lf < 0 {
+		return bytes.IndexByte(s.in, '\r')
+	}
+	if r := bytes.IndexByte(s.in[:s.lf], '\r'); r >= 0 {
+		return r
+	}
+	return s.lf
+}
+
+// advance drops n split bytes from the front of s.in.
+func (s *Splitter) advance(n int) {
+	s.in = s.in[n:]
+	switch {
+	case s.lf >= n:
+		s.lf -= n
+	case s.lf >= 0:
+		s.lfKnown = false
+	}
+}
+
+// LastEventEnd returns the length of the finished events at the start of b, a run of whole
+// lines of a stream: up to the end of its last blank line, or 0.
+func LastEventEnd(b []byte) int {
+	var s Splitter
+	s.Feed(b)
+	end := 0
+	for {
+		_, kind, ok := s.Next()
+		if !ok {
+			return end
+		}
+		if kind == BlankLine {
+			end = len(b) - len(s.in)
+			if s.skipLF && len(s.in) > 0 && s.in[0] == '\n' {
+				end++ // the LF of the blank line's CRLF
+			}
+		}
 	}
 }

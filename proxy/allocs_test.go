@@ -3,21 +3,20 @@
 package proxy
 
 import (
-	"bufio"
-	"io"
 	"testing"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/family"
 )
 
 // The routing hot path allocates nothing: peek the body, hash the session
 // key, pick a deployment, splice session_id out.
 func TestPeekPickSpliceAllocateNothing(t *testing.T) {
 	h := newHotBench(t)
-	r := h.gw.state.Load().models["m"].routes[Beta]
+	r := h.gw.state.Load().models["m"].routes[family.Beta]
 	var f parse.Fields
 	dst := make([]byte, 0, 1024)
 	allocs := testing.AllocsPerRun(1000, func() {
@@ -25,10 +24,10 @@ func TestPeekPickSpliceAllocateNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = affinity.Hash(f.SessionID)
-		if _, d := r.pick(f.SessionID, 0); d == nil {
+		if _, d := r.Pick(f.SessionID, 0); d == nil {
 			t.Fatal("no deployment")
 		}
-		if _, d := r.pick(nil, 0); d == nil {
+		if _, d := r.Pick(nil, 0); d == nil {
 			t.Fatal("no deployment")
 		}
 		dst = parse.AppendWithoutSessionID(dst[:0], hotBody, &f)
@@ -52,16 +51,5 @@ func TestProxiedRequestAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(500, func() { h.do(t, req, resp) })
 	if allocs != 0 {
 		t.Fatalf("%v allocations per proxied request", allocs)
-	}
-}
-
-// The SSE relay frames a chunk per burst of events: that must not allocate.
-func TestWriteChunkAllocatesNothing(t *testing.T) {
-	bw, p := bufio.NewWriterSize(io.Discard, 4096), []byte("data: a\n\n")
-	if allocs := testing.AllocsPerRun(100, func() {
-		writeChunk(bw, p)
-		bw.Flush()
-	}); allocs > 0 {
-		t.Fatalf("writeChunk allocates: %v per call", allocs)
 	}
 }

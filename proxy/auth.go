@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 
+	"github.com/modelgate/gateway/proxy/config"
 	"github.com/valyala/fasthttp"
 )
 
@@ -27,7 +28,7 @@ type keyEntry struct {
 }
 
 // NewHashedKeys builds a verifier from the configured keys.
-func NewHashedKeys(keys []KeyConfig) *HashedKeys {
+func NewHashedKeys(keys []config.Key) *HashedKeys {
 	h := &HashedKeys{byDigest: make(map[[sha256.Size]byte]keyEntry, len(keys))}
 	for _, k := range keys {
 		var d [sha256.Size]byte

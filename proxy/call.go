@@ -1,12 +1,9 @@
 package proxy
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -15,6 +12,8 @@ import (
 
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/upstream"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -64,12 +63,12 @@ type call struct {
 	g       *Gateway
 	st      *state
 	ctx     *fasthttp.RequestCtx
-	family  Family
+	family  family.Family
 	ep      endpoint
 	keyID   string
 	fields  parse.Fields
 	model   *model
-	dep     *deployment
+	dep     *upstream.Deployment
 	start   time.Time
 	reqID   []byte
 	body    []byte // the request body read from the client, or its spliced copy
@@ -80,27 +79,15 @@ type call struct {
 
 	// What the access log and metrics read when the call finishes.
 	reason      string    // why the gateway rejected the call ("" when it did not)
-	firstByte   time.Time // when the first answer byte was ready for the client
-	bytesOut    int64     // answer body bytes relayed
+	firstByte   time.Time // when the first answer byte was ready (a stream's: up.FirstByte)
+	bytesOut    int64     // answer body bytes written (a stream's: up.Sent)
 	sessionHash uint64    // affinity.Hash of the session key, when there was one
 	hasSession  bool
 	cause       error // internal cause of a failure, logged, never shown
 
-	// resp is the upstream answer; the upstream request is pooled apart (see
-	// send), so an open stream does not hold it.
-	resp fasthttp.Response
-
-	// relay state, while a streamed answer is copied to the client
-	stream    io.Reader
-	sse       bool
-	fixedSize bool
-	heads     eventHeads
-	ssePeek   [ssePeekSize]byte // an SSE relay's idle read; see WriteTo
-	peek      upstreamPeek      // into the upstream's read buffer, when canPeek
-	canPeek   bool
-	pending   []byte // an error frame still to be written
-	streamErr bool
-	done      bool
+	// up is the upstream call and the relay of its answer.
+	up   upstream.Relay
+	done bool // a streamed answer owns the call: Close releases it
 	// onStream, when set, sees every chunk relayed (Responses reads the id).
 	onStream func(c *call, p []byte)
 	// onAnswer, when set, sees a buffered answer before it is written; false
@@ -118,7 +105,7 @@ type call struct {
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
 
-func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, fam Family, ep endpoint) *call {
+func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, fam family.Family, ep endpoint) *call {
 	c := callPool.Get().(*call)
 	c.g = g
 	c.st = g.state.Load()
@@ -138,14 +125,10 @@ const (
 
 func (c *call) release() {
 	c.fields.Reset()
-	c.resp.Reset()
+	c.up.Reset()
 	c.g, c.st, c.ctx, c.model, c.dep = nil, nil, nil, nil, nil
 	c.keyID = ""
-	c.stream = nil
-	c.sse, c.fixedSize, c.streamErr, c.done = false, false, false, false
-	c.heads = eventHeads{}
-	c.peek, c.canPeek = upstreamPeek{}, false
-	c.pending = c.pending[:0]
+	c.done = false
 	c.onStream, c.onAnswer = nil, nil
 	c.owned, c.inherited, c.recorded = store.Response{}, "", false
 	c.status = 0
@@ -175,7 +158,7 @@ func (c *call) fail(e *Error) {
 // send it by default) and sets keyID.
 func (c *call) authenticate() bool {
 	key := bearerToken(c.ctx)
-	if key == nil && c.family == Alpha {
+	if key == nil && c.family == family.Alpha {
 		key = c.ctx.Request.Header.Peek("x-api-key")
 	}
 	if len(key) == 0 {
@@ -276,7 +259,7 @@ func (c *call) sessionKey() ([]byte, bool) {
 }
 
 // routeModel resolves the body's model to its route in the call's family.
-func (c *call) routeModel(group []byte) *route {
+func (c *call) routeModel(group []byte) *upstream.Route {
 	if len(c.fields.Model) == 0 {
 		c.fail(&Error{Status: 400, Reason: "model_missing", Param: "model", Message: "model is required"})
 		return nil
@@ -284,7 +267,7 @@ func (c *call) routeModel(group []byte) *route {
 	return c.routeNamed(c.fields.Model, group)
 }
 
-func (c *call) routeNamed(name, group []byte) *route {
+func (c *call) routeNamed(name, group []byte) *upstream.Route {
 	m, r, ok := c.st.routeFor(name, c.family, group)
 	if !ok {
 		c.fail(&Error{Status: 404, Reason: "model_unknown", Param: "model", Code: "model_not_found",
@@ -316,10 +299,10 @@ func (c *call) bodyWithoutSessionID() []byte {
 // forward sends the request to a deployment of r chosen by key and relays the
 // answer. A deployment that cannot be connected to is marked failed and the
 // call moves to the next choice; nothing had reached it.
-func (c *call) forward(r *route, key []byte, path string, body []byte, stream bool) {
+func (c *call) forward(r *upstream.Route, key []byte, path string, body []byte, stream bool) {
 	var tried affinity.Set
 	for {
-		i, dep := r.pick(key, tried)
+		i, dep := r.Pick(key, tried)
 		if dep == nil {
 			c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached"})
 			return
@@ -329,7 +312,7 @@ func (c *call) forward(r *route, key []byte, path string, body []byte, stream bo
 			c.relay()
 			return
 		}
-		if !isDialError(err) {
+		if !upstream.IsDialError(err) {
 			c.fail(upstreamError(err))
 			return
 		}
@@ -339,7 +322,7 @@ func (c *call) forward(r *route, key []byte, path string, body []byte, stream bo
 
 // forwardTo sends the request to one given deployment (the one that holds a
 // Responses object) and relays the answer.
-func (c *call) forwardTo(dep *deployment, path string, body []byte, stream bool) {
+func (c *call) forwardTo(dep *upstream.Deployment, path string, body []byte, stream bool) {
 	if err := c.send(dep, path, body, stream); err != nil {
 		c.fail(upstreamError(err))
 		return
@@ -349,38 +332,27 @@ func (c *call) forwardTo(dep *deployment, path string, body []byte, stream bool)
 
 // send makes the upstream call; on success the deployment's in-flight count
 // stays raised until the answer is relayed.
-func (c *call) send(dep *deployment, path string, body []byte, stream bool) error {
+func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream bool) error {
 	c.dep = dep
 	req := fasthttp.AcquireRequest()
 	c.prepare(req, dep, path, body)
-	c.resp.StreamBody = stream
-	dep.inflight.Add(1)
-	err := dep.client.Do(req, &c.resp)
-	// The request is written whole by the time Do returns; a long stream
+	err := c.up.Send(dep, req, stream)
+	// The request is written whole by the time Send returns; a long stream
 	// should not keep its headers and body alive.
 	fasthttp.ReleaseRequest(req)
-	if err != nil {
-		dep.inflight.Add(-1)
-		dep.failed()
-	}
 	return err
 }
 
 func upstreamError(err error) *Error {
-	if errors.Is(err, fasthttp.ErrTimeout) || isTimeout(err) {
+	if errors.Is(err, fasthttp.ErrTimeout) || upstream.IsTimeout(err) {
 		return &Error{Status: 504, Reason: "upstream_timeout", Message: "the upstream provider did not answer in time", Cause: err}
 	}
 	return &Error{Status: 502, Reason: "upstream_error", Message: "the upstream provider failed to answer", Cause: err}
 }
 
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
-}
-
 // prepare builds the upstream request: the client's end-to-end headers, the
 // deployment's URL and credentials, and body.
-func (c *call) prepare(req *fasthttp.Request, dep *deployment, path string, body []byte) {
+func (c *call) prepare(req *fasthttp.Request, dep *upstream.Deployment, path string, body []byte) {
 	// Only the stripped headers the client sent are deleted: each deletion
 	// scans every header. The server canonicalised the client's header names
 	// as it read them, so they match the list exactly.
@@ -397,26 +369,11 @@ func (c *call) prepare(req *fasthttp.Request, dep *deployment, path string, body
 			req.Header.DelBytes(h)
 		}
 	}
-	// The URL is set by its parts, which spares the client parsing it whole.
-	u := req.URI()
-	u.SetSchemeBytes(dep.scheme)
-	u.SetHostBytes(dep.host)
-	c.url = append(append(c.url[:0], dep.basePath...), path...)
-	u.SetPathBytes(c.url)
+	c.url = dep.Target(req, c.url, path)
 	if q := c.ctx.URI().QueryString(); len(q) > 0 && c.forwardQuery() {
-		u.SetQueryStringBytes(q)
+		req.URI().SetQueryStringBytes(q)
 	}
-	switch dep.family {
-	case Alpha:
-		req.Header.Set("X-Api-Key", dep.apiKey)
-		if len(req.Header.Peek("Anthropic-Version")) == 0 {
-			req.Header.Set("Anthropic-Version", "2023-06-01")
-		}
-	case Beta:
-		req.Header.SetBytesV(fasthttp.HeaderAuthorization, dep.bearer())
-	case Gamma:
-		req.Header.Set("X-Goog-Api-Key", dep.apiKey)
-	}
+	dep.SetCredentials(&req.Header)
 	req.Header.SetBytesV("X-Request-Id", c.reqID)
 	if body != nil {
 		req.SetBodyRaw(body)
@@ -468,46 +425,14 @@ func strippedRequestHeader(name []byte) int {
 	return -1
 }
 
-// strippedResponseHeaders are the upstream's hop-by-hop headers and those the
-// gateway sets itself. Upstreams name headers in any case.
-var strippedResponseHeaders = [...]string{
-	"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Trailer", "Te",
-	"Server", "Date", "X-Request-Id", "Request-Id", "Content-Length",
-}
-
-func strippedResponseHeader(name []byte) bool {
-	for _, s := range strippedResponseHeaders {
-		if len(s) == len(name) && strings.EqualFold(s, b2s(name)) {
-			return true
-		}
-	}
-	return false
-}
-
 // relay writes the upstream answer to the client: headers at once, then the
-// body, buffered when it was read whole, else streamed with a flush per
-// upstream read.
+// body, buffered when it was read whole, else streamed by the relay.
 func (c *call) relay() {
-	dep := c.dep
-	c.status = c.resp.StatusCode()
-	if upstreamFailureStatus(c.status) {
-		dep.failed()
-	} else {
-		dep.succeeded()
-	}
 	out := &c.ctx.Response
-	out.SetStatusCode(c.status)
-	out.Header.DisableNormalizing() // the provider's header names go out as it sent them
-	for name, value := range c.resp.Header.All() {
-		if !strippedResponseHeader(name) {
-			out.Header.AddBytesKV(name, value)
-		}
-	}
+	c.status = c.up.Begin(out)
 	c.setRequestIDHeader()
-	stream := c.resp.BodyStream()
-	if stream == nil {
-		body := c.resp.Body()
-		dep.inflight.Add(-1)
+	if !c.up.Streamed() {
+		body := c.up.Body()
 		if c.onAnswer != nil && !c.onAnswer(c, body) {
 			return
 		}
@@ -516,7 +441,6 @@ func (c *call) relay() {
 		c.bytesOut = int64(len(body))
 		return
 	}
-	c.stream = stream
 	// The request is sent: a stream may last minutes, and should not hold a
 	// large prompt it no longer needs. Small bodies stay with the pooled call.
 	c.bodyLen = len(c.body)
@@ -526,20 +450,11 @@ func (c *call) relay() {
 	if cap(c.spliced) > maxHeldBody {
 		c.spliced = nil
 	}
-	c.sse = bytes.HasPrefix(c.resp.Header.ContentType(), []byte("text/event-stream"))
-	if c.sse {
-		out.Header.Set("Cache-Control", "no-cache")
-		out.Header.Set("X-Accel-Buffering", "no")
+	var tap upstream.Tap
+	if c.onStream != nil {
+		tap = c
 	}
-	// The headers go out at once, so the client sees the answer begin, unless
-	// body bytes are already here: then they leave with the first of them.
-	c.peek, c.canPeek = peekUpstream(stream)
-	out.ImmediateHeaderFlush = !c.canPeek || c.peek.br.Buffered() == 0
-	size := c.resp.Header.ContentLength()
-	if size < 0 || c.sse {
-		size = -1
-	}
-	c.fixedSize = size >= 0
+	size := c.up.Stream(out, c.family, c.ep == epResponsesCreate, tap)
 	c.done = true // ownership passes to the body stream: Close releases the call
 	c.g.streamStarted(c)
 	out.SetBodyStream(c, size)
@@ -547,236 +462,9 @@ func (c *call) relay() {
 
 func (c *call) setRequestIDHeader() {
 	c.ctx.Response.Header.SetBytesV("X-Request-Id", c.reqID)
-	if c.family == Alpha {
+	if c.family == family.Alpha {
 		c.ctx.Response.Header.SetBytesV("Request-Id", c.reqID)
 	}
-}
-
-// Read relays the upstream body. An SSE stream that the upstream fails or
-// cuts short, even cleanly, is ended with the family's error frame, so the
-// client's SDK reports an error instead of a silently short answer.
-func (c *call) Read(p []byte) (int, error) {
-	if c.streamErr {
-		if len(c.pending) == 0 {
-			return 0, io.EOF
-		}
-		n := copy(p, c.pending)
-		c.pending = c.pending[n:]
-		return n, nil
-	}
-	n, err := c.stream.Read(p)
-	if n > 0 {
-		if c.bytesOut == 0 {
-			c.firstByte = time.Now()
-		}
-		c.bytesOut += int64(n)
-		if c.sse {
-			c.heads.feed(p[:n])
-		}
-	}
-	if n > 0 && c.onStream != nil {
-		c.onStream(c, p[:n])
-		if c.streamErr { // the hook ended the stream: relay its frame instead
-			return c.Read(p)
-		}
-	}
-	switch {
-	case err == nil:
-		return n, nil
-	case !c.sse:
-		if err != io.EOF {
-			c.dep.failed()
-			c.resp.SetConnectionClose()
-		}
-		return n, err
-	case err == io.EOF && !c.heads.midEvent() && c.heads.ended(c.family, c.ep == epResponsesCreate):
-		return n, io.EOF
-	}
-	msg := "the upstream stream ended before its final event"
-	if err != io.EOF {
-		c.dep.failed()
-		msg = "the upstream stream was interrupted"
-		if isTimeout(err) {
-			msg = "the upstream stream timed out"
-		}
-	}
-	c.streamErr = true
-	c.resp.SetConnectionClose() // the connection's state is unknown: never reuse it
-	c.pending = c.pending[:0]
-	if c.heads.midEvent() {
-		c.pending = append(c.pending, '\n', '\n') // end the cut event so the error stands alone
-	}
-	c.pending = appendStreamError(c.pending, c.family, c.ep == epResponsesCreate, msg)
-	return n, nil
-}
-
-// relayBufPool holds the buffers of fixed-size relays (images and other large
-// answers).
-var relayBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// ssePeekSize is the read an idle SSE relay waits in. A stream spends most of
-// its life blocked in a read, and whatever buffer that read is given is held
-// per open stream: fasthttp's own chunked loop would hold a pooled 4 KiB one.
-// So the relay waits with this small array of the call's, and takes a pooled
-// buffer only while an event is coming in.
-const ssePeekSize = 96
-
-// SupportsBodyWriteTo tells fasthttp to relay the body with WriteTo: a
-// fixed-size body would otherwise be copied through bufio.Writer.ReadFrom,
-// allocating 32 KiB per answer, and an SSE body through a pooled 4 KiB buffer
-// held while the stream idles.
-func (c *call) SupportsBodyWriteTo() bool { return c.fixedSize || c.sse }
-
-// WriteTo relays the upstream body to w: SSE through writeEventsTo, any other
-// body with one write and one flush per upstream read.
-func (c *call) WriteTo(w io.Writer) (int64, error) {
-	if c.sse {
-		return c.writeEventsTo(w)
-	}
-	bp := relayBufPool.Get().(*[]byte)
-	defer relayBufPool.Put(bp)
-	buf := *bp
-	flusher, _ := w.(interface{ Flush() error })
-	var written int64
-	for {
-		n, err := c.Read(buf)
-		if n > 0 {
-			m, werr := w.Write(buf[:n])
-			written += int64(m)
-			if werr == nil && flusher != nil {
-				werr = flusher.Flush()
-			}
-			if werr != nil {
-				return written, werr
-			}
-		}
-		if err == io.EOF {
-			return written, nil
-		}
-		if err != nil {
-			return written, err
-		}
-	}
-}
-
-// writeEventsTo relays an SSE body. Each round waits for data in a small
-// read, then goes on into a pooled buffer while the event is unfinished or
-// the next upstream chunk is already buffered (see upstreamPeek), and writes
-// what it gathered as one chunk. So a burst of events leaves in one write,
-// an idle stream holds no buffer, and no finished event waits for the
-// network: only the bytes of an unfinished event wait for its rest. Where
-// the connection's writer can be reached (chunkWriter), output is flushed
-// only before a read that may wait, so the last events leave together with
-// the end of the body.
-func (c *call) writeEventsTo(w io.Writer) (int64, error) {
-	bw := chunkWriter(w)
-	var written int64
-	for {
-		if bw != nil && !c.upstreamReady() && !(c.canPeek && c.peek.ended()) {
-			if err := bw.Flush(); err != nil {
-				return written, err
-			}
-		}
-		n, err := c.relayEvents(w, bw)
-		written += n
-		if err == io.EOF {
-			return written, nil
-		}
-		if err != nil {
-			return written, err
-		}
-	}
-}
-
-// relayEvents relays one round of writeEventsTo: the wait in the small read,
-// then what can be gathered after it, written as one chunk.
-func (c *call) relayEvents(w io.Writer, bw *bufio.Writer) (int64, error) {
-	n, err := c.Read(c.ssePeek[:])
-	if n == 0 {
-		return 0, err
-	}
-	bp := relayBufPool.Get().(*[]byte)
-	defer relayBufPool.Put(bp)
-	buf := append((*bp)[:0], c.ssePeek[:n]...)
-	var written int64
-	for err == nil && len(buf) < cap(buf) {
-		if !c.upstreamReady() {
-			if !c.heads.midEvent() {
-				break
-			}
-			// The rest of this event may take a while: what is finished goes first.
-			if end := lastEventEnd(buf); end > 0 {
-				m, werr := writeEvents(w, bw, buf[:end])
-				written += int64(m)
-				if werr != nil {
-					return written, werr
-				}
-				buf = buf[:copy(buf, buf[end:])]
-			}
-			if bw != nil {
-				if werr := bw.Flush(); werr != nil {
-					return written, werr
-				}
-			}
-		}
-		var m int
-		m, err = c.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+m]
-		if m == 0 {
-			break
-		}
-	}
-	m, werr := writeEvents(w, bw, buf)
-	written += int64(m)
-	if werr != nil {
-		return written, werr
-	}
-	return written, err
-}
-
-// upstreamReady reports whether the next read of the upstream body returns
-// data without waiting (see upstreamPeek); false when that cannot be seen.
-func (c *call) upstreamReady() bool { return c.canPeek && c.peek.ready() }
-
-// writeEvents writes p as one chunk: into bw unflushed when there is one,
-// else through w, which flushes.
-func writeEvents(w io.Writer, bw *bufio.Writer, p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if bw != nil {
-		return len(p), writeChunk(bw, p)
-	}
-	return w.Write(p)
-}
-
-// lastEventEnd returns the length of the finished events at the start of
-// b: up to its last blank line, or 0.
-func lastEventEnd(b []byte) int {
-	end := 0
-	if i := bytes.LastIndex(b, lfLF); i >= 0 {
-		end = i + 2
-	}
-	if i := bytes.LastIndex(b, lfCRLF); i >= 0 && i+3 > end {
-		end = i + 3
-	}
-	return end
-}
-
-var (
-	lfLF   = []byte("\n\n")
-	lfCRLF = []byte("\n\r\n")
-)
-
-// Close ends the relay: the upstream body is closed (its connection reused
-// when fully read, else closed, which cancels the upstream call) and the call
-// is released.
-func (c *call) Close() error {
-	c.resp.CloseBodyStream()
-	c.dep.inflight.Add(-1)
-	c.g.finish(c)
-	c.release()
-	return nil
 }
 
 // end finishes a call that answered within its handler.

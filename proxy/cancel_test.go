@@ -32,15 +32,15 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 		}
 	}
 	dep := e.gw.state.Load().deps["d1-beta"]
-	if dep.inflight.Load() != 1 || dep.client.ConnsCount() != 1 {
-		t.Fatalf("during the stream: %d in flight, %d upstream connections", dep.inflight.Load(), dep.client.ConnsCount())
+	if dep.InFlight() != 1 || dep.Conns() != 1 {
+		t.Fatalf("during the stream: %d in flight, %d upstream connections", dep.InFlight(), dep.Conns())
 	}
 	conn.Close()
 	deadline := time.Now().Add(3 * time.Second)
-	for dep.inflight.Load() != 0 || dep.client.ConnsCount() != 0 {
+	for dep.InFlight() != 0 || dep.Conns() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("after the client left: %d in flight, %d upstream connections still open",
-				dep.inflight.Load(), dep.client.ConnsCount())
+				dep.InFlight(), dep.Conns())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

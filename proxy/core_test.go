@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/modelgate/gateway/bench/sim"
+	"github.com/modelgate/gateway/proxy/config"
 )
 
 func (e *testEnv) openai(key string, opts ...option.RequestOption) *openai.Client {
@@ -323,7 +324,7 @@ func TestAffinitySpreadAndMove(t *testing.T) {
 	yaml := strings.Replace(fmt.Sprintf(testConfigYAML, e.sims[0].Addr(), e.sims[1].Addr(), HashKey(keyB)),
 		"  - {name: d1-gamma", fmt.Sprintf("  - {name: d3-beta, family: beta, base_url: \"http://%s/v1\", api_key: up-beta}\n  - {name: d1-gamma", d3.Addr()), 1)
 	yaml = strings.Replace(yaml, "upstreams: [d1-alpha, d2-alpha, d1-beta, d2-beta]", "upstreams: [d1-alpha, d2-alpha, d1-beta, d2-beta, d3-beta]", 1)
-	cfg, err := ParseConfig([]byte(yaml), func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,16 +528,19 @@ func TestBodyTooLarge(t *testing.T) {
 	}
 }
 
+// betaErrorBody is the OpenAI error body, as the tests read it.
+type betaErrorBody struct {
+	Error *struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
 func assertBetaError(t *testing.T, status int, body []byte, want int) {
 	t.Helper()
-	var v struct {
-		Error *struct {
-			Message string  `json:"message"`
-			Type    string  `json:"type"`
-			Param   *string `json:"param"`
-			Code    *string `json:"code"`
-		} `json:"error"`
-	}
+	var v betaErrorBody
 	if status != want || json.Unmarshal(body, &v) != nil || v.Error == nil || v.Error.Message == "" || v.Error.Type == "" {
 		t.Fatalf("want %d in the beta error shape, got %d: %s", want, status, body)
 	}
@@ -545,16 +549,19 @@ func assertBetaError(t *testing.T, status int, body []byte, want int) {
 	}
 }
 
+// alphaErrorBody is the Anthropic error body, as the tests read it.
+type alphaErrorBody struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+	RequestID string `json:"request_id"`
+}
+
 func assertAlphaError(t *testing.T, status int, body []byte, want int, typ string) {
 	t.Helper()
-	var v struct {
-		Type  string `json:"type"`
-		Error struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"error"`
-		RequestID string `json:"request_id"`
-	}
+	var v alphaErrorBody
 	if status != want || json.Unmarshal(body, &v) != nil || v.Type != "error" || v.Error.Type != typ || v.Error.Message == "" || v.RequestID == "" {
 		t.Fatalf("want %d %s in the alpha error shape, got %d: %s", want, typ, status, body)
 	}

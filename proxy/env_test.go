@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/bench/sim"
+	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -31,7 +32,7 @@ type testEnv struct {
 	base   string // http://127.0.0.1:port
 	sims   []*sim.Server
 	store  *store.Pebble
-	cfg    *Config
+	cfg    *config.Config
 	dir    string
 	logBuf *syncBuffer
 }
@@ -102,7 +103,7 @@ func newEnv(t testing.TB, edit func(yaml string) string) *testEnv {
 	if edit != nil {
 		yaml = edit(yaml)
 	}
-	cfg, err := ParseConfig([]byte(yaml), func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -38,7 +39,7 @@ func (g *Gateway) routeFiles(r *router.Router) {
 // share: the caller's key, the {group} of the base, no workspace, a store. On false the
 // client has its answer; the call must still be ended.
 func (g *Gateway) startFileCall(ctx *fasthttp.RequestCtx, ep endpoint) (*call, bool) {
-	c := g.acquireCall(ctx, Alpha, ep)
+	c := g.acquireCall(ctx, family.Alpha, ep)
 	ok := c.authenticate() && c.knownGroup() && c.refuseWorkspace() && c.needStore()
 	return c, ok
 }
@@ -151,7 +152,7 @@ func (g *Gateway) filesDelete(ctx *fasthttp.RequestCtx) {
 	}
 	b := acquireJSONBuf()
 	*b = append((*b)[:0], `{"id":`...)
-	*b = appendJSONString(*b, id)
+	*b = family.AppendJSONString(*b, id)
 	*b = append(*b, `,"type":"file_deleted"}`...)
 	c.replyJSON(*b)
 	releaseJSONBuf(b)
@@ -198,11 +199,11 @@ func releaseJSONBuf(b *[]byte) {
 // appendAlphaFile appends the alpha file object of f.
 func appendAlphaFile(dst []byte, f *store.File) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendJSONString(dst, f.ID)
+	dst = family.AppendJSONString(dst, f.ID)
 	dst = append(dst, `,"type":"file","filename":`...)
-	dst = appendJSONString(dst, f.Filename)
+	dst = family.AppendJSONString(dst, f.Filename)
 	dst = append(dst, `,"mime_type":`...)
-	dst = appendJSONString(dst, f.MimeType)
+	dst = family.AppendJSONString(dst, f.MimeType)
 	dst = append(dst, `,"size_bytes":`...)
 	dst = strconv.AppendInt(dst, f.Size, 10)
 	dst = append(dst, `,"created_at":`...)
@@ -219,7 +220,7 @@ func appendAlphaFile(dst []byte, f *store.File) []byte {
 // appendBetaFile appends the beta file object of f.
 func appendBetaFile(dst []byte, f *store.File) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendJSONString(dst, f.ID)
+	dst = family.AppendJSONString(dst, f.ID)
 	dst = append(dst, `,"object":"file","bytes":`...)
 	dst = strconv.AppendInt(dst, f.Size, 10)
 	dst = append(dst, `,"created_at":`...)
@@ -231,9 +232,9 @@ func appendBetaFile(dst []byte, f *store.File) []byte {
 		dst = strconv.AppendInt(dst, f.Expires.Unix(), 10)
 	}
 	dst = append(dst, `,"filename":`...)
-	dst = appendJSONString(dst, f.Filename)
+	dst = family.AppendJSONString(dst, f.Filename)
 	dst = append(dst, `,"purpose":`...)
-	dst = appendJSONString(dst, f.Purpose)
+	dst = family.AppendJSONString(dst, f.Purpose)
 	return append(dst, `,"status":"processed","status_details":null}`...)
 }
 

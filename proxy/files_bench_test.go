@@ -18,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/bench/sim"
+	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -87,7 +88,7 @@ func newBenchEnv(b testing.TB) *testEnv {
 		e.sims = append(e.sims, s)
 		b.Cleanup(func() { s.Close() })
 	}
-	cfg, err := ParseConfig([]byte(fmt.Sprintf(testConfigYAML, e.sims[0].Addr(), e.sims[1].Addr(), HashKey(keyB))),
+	cfg, err := config.Parse([]byte(fmt.Sprintf(testConfigYAML, e.sims[0].Addr(), e.sims[1].Addr(), HashKey(keyB))),
 		func(string) (string, bool) { return "", false })
 	if err != nil {
 		b.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -126,7 +127,7 @@ func (in *inliner) appendSource(c *call, out []byte, i, rest int) ([]byte, bool)
 	}
 	start := len(out)
 	out = append(out, `{"type":"base64","media_type":`...)
-	out = appendJSONString(out, f.MimeType)
+	out = family.AppendJSONString(out, f.MimeType)
 	out = append(out, `,"data":"`...)
 	out = base64.StdEncoding.AppendEncode(out, in.data)
 	out = append(out, `"}`...)

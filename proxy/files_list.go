@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -208,9 +209,9 @@ func appendAlphaList(dst []byte, files []store.File, hasMore bool, mode alphaLis
 func appendListBounds(dst []byte, files []store.File, hasMore bool) []byte {
 	dst = append(dst, `,"first_id":`...)
 	if len(files) > 0 {
-		dst = appendJSONString(dst, files[0].ID)
+		dst = family.AppendJSONString(dst, files[0].ID)
 		dst = append(dst, `,"last_id":`...)
-		dst = appendJSONString(dst, files[len(files)-1].ID)
+		dst = family.AppendJSONString(dst, files[len(files)-1].ID)
 	} else {
 		dst = append(dst, `null,"last_id":null`...)
 	}
@@ -228,7 +229,7 @@ var betaPurposes = []string{
 // betaFilesList serves GET /v1/router/beta/v1/files: the caller's files in the beta list
 // shape, with after, order, limit and purpose.
 func (g *Gateway) betaFilesList(ctx *fasthttp.RequestCtx) {
-	c := g.acquireCall(ctx, Beta, epBetaFilesList)
+	c := g.acquireCall(ctx, family.Beta, epBetaFilesList)
 	defer c.end()
 	if !c.authenticate() || !c.needStore() {
 		return

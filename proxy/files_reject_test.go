@@ -13,40 +13,27 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 
+	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/store"
 )
 
 // assertFilesError checks an error answer: its status and the family's native body, the
 // alpha error type or the beta param, and that the message names what it should.
-func assertFilesError(t *testing.T, fam Family, status int, body []byte, want int, typ, mention string) {
+func assertFilesError(t *testing.T, fam family.Family, status int, body []byte, want int, typ, mention string) {
 	t.Helper()
 	if status != want {
 		t.Fatalf("status %d, want %d: %s", status, want, body)
 	}
 	var msg string
 	switch fam {
-	case Alpha:
-		var v struct {
-			Type  string `json:"type"`
-			Error struct {
-				Type    string `json:"type"`
-				Message string `json:"message"`
-			} `json:"error"`
-			RequestID string `json:"request_id"`
-		}
+	case family.Alpha:
+		var v alphaErrorBody
 		if json.Unmarshal(body, &v) != nil || v.Type != "error" || v.Error.Type != typ || v.RequestID == "" {
 			t.Fatalf("not an alpha %s error: %s", typ, body)
 		}
 		msg = v.Error.Message
-	case Beta:
-		var v struct {
-			Error *struct {
-				Message string  `json:"message"`
-				Type    string  `json:"type"`
-				Param   *string `json:"param"`
-				Code    *string `json:"code"`
-			} `json:"error"`
-		}
+	case family.Beta:
+		var v betaErrorBody
 		if json.Unmarshal(body, &v) != nil || v.Error == nil || v.Error.Type != "invalid_request_error" ||
 			v.Error.Param == nil || *v.Error.Param != typ || !bytes.Contains(body, []byte(`"code":`)) {
 			t.Fatalf("not a beta error with param %s: %s", typ, body)
@@ -84,7 +71,7 @@ func TestFilesUploadRejections(t *testing.T) {
 		t.Helper()
 		before := e.filesState()
 		status, b := e.uploadParts(keyA, headers, parts...)
-		assertFilesError(t, Alpha, status, b, want, typ, mention)
+		assertFilesError(t, family.Alpha, status, b, want, typ, mention)
 		if after := e.filesState(); after != before {
 			t.Fatalf("%s: the store changed from %s to %s", name, before, after)
 		}
@@ -224,11 +211,11 @@ func TestFilesUploadBodyLimit(t *testing.T) {
 		return resp.StatusCode, b
 	}
 	status, b := send(maxUploadBodyBytes, false)
-	assertFilesError(t, Alpha, status, b, 413, "request_too_large", "upload body")
+	assertFilesError(t, family.Alpha, status, b, 413, "request_too_large", "upload body")
 	status, b = send(maxUploadBodyBytes, true)
-	assertFilesError(t, Alpha, status, b, 413, "request_too_large", "8 MiB")
+	assertFilesError(t, family.Alpha, status, b, 413, "request_too_large", "8 MiB")
 	status, b = send(20<<20, true)
-	assertFilesError(t, Alpha, status, b, 413, "request_too_large", "8 MiB")
+	assertFilesError(t, family.Alpha, status, b, 413, "request_too_large", "8 MiB")
 	// a file of 8 MiB and part headers within the form budget that together pass the
 	// body limit: refused while reading
 	padded := formPart{name: "expires_in_seconds", data: []byte("3600"), pad: 60 << 10}
@@ -242,11 +229,11 @@ func TestFilesUploadBodyLimit(t *testing.T) {
 	}
 	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	assertFilesError(t, Alpha, resp.StatusCode, b, 413, "request_too_large", "upload body")
+	assertFilesError(t, family.Alpha, resp.StatusCode, b, 413, "request_too_large", "upload body")
 	// far over the limit: refused before reading, and the client still gets the answer
 	for range 3 {
 		status, b = send(100<<20, false)
-		assertFilesError(t, Alpha, status, b, 413, "request_too_large", "upload body")
+		assertFilesError(t, family.Alpha, status, b, 413, "request_too_large", "upload body")
 	}
 	if after := e.filesState(); after != before {
 		t.Fatalf("the store changed from %s to %s", before, after)
@@ -262,14 +249,14 @@ func TestFilesUploadOtherRefusals(t *testing.T) {
 	before := e.filesState()
 	body, ct := multipartBody(filePart("a.png", "", testImage(pngHead, 10)))
 	status, _, b := e.send("POST", "/v1/router/alpha/v1/files", nil, ct, bytes.NewReader(body))
-	assertFilesError(t, Alpha, status, b, 401, "authentication_error", "API key")
+	assertFilesError(t, family.Alpha, status, b, 401, "authentication_error", "API key")
 	status, _, b = e.send("POST", "/v1/router/alpha/v1/files", bearer(keyA), "application/json", strings.NewReader(`{"file":"x"}`))
-	assertFilesError(t, Alpha, status, b, 400, "invalid_request_error", "multipart/form-data")
+	assertFilesError(t, family.Alpha, status, b, 400, "invalid_request_error", "multipart/form-data")
 	status, _, b = e.send("POST", "/alpha/nogroup/v1/files", bearer(keyA), ct, bytes.NewReader(body))
-	assertFilesError(t, Alpha, status, b, 404, "not_found_error", "nogroup")
+	assertFilesError(t, family.Alpha, status, b, 404, "not_found_error", "nogroup")
 	trunc := body[:len(body)-10]
 	status, _, b = e.send("POST", "/v1/router/alpha/v1/files", bearer(keyA), ct, bytes.NewReader(trunc))
-	assertFilesError(t, Alpha, status, b, 400, "invalid_request_error", "multipart")
+	assertFilesError(t, family.Alpha, status, b, 400, "invalid_request_error", "multipart")
 	if after := e.filesState(); after != before {
 		t.Fatalf("the store changed from %s to %s", before, after)
 	}
@@ -282,7 +269,7 @@ func TestFilesListRejections(t *testing.T) {
 	alpha := func(query string, mention string) {
 		t.Helper()
 		status, _, b := e.send("GET", "/v1/router/alpha/v1/files?"+query, bearer(keyA), "", nil)
-		assertFilesError(t, Alpha, status, b, 400, "invalid_request_error", mention)
+		assertFilesError(t, family.Alpha, status, b, 400, "invalid_request_error", mention)
 	}
 	many := make([]string, 101)
 	for i := range many {
@@ -310,7 +297,7 @@ func TestFilesListRejections(t *testing.T) {
 	beta := func(query, param string) {
 		t.Helper()
 		status, _, b := e.send("GET", "/v1/router/beta/v1/files?"+query, bearer(keyA), "", nil)
-		assertFilesError(t, Beta, status, b, 400, param, param)
+		assertFilesError(t, family.Beta, status, b, 400, param, param)
 	}
 	for _, l := range []string{"0", "101", "x", ""} {
 		beta("limit="+l, "limit")
@@ -359,7 +346,7 @@ func TestFilesPathRejections(t *testing.T) {
 			h[headers[i]] = headers[i+1]
 		}
 		status, _, b := e.send(method, path, h, "", nil)
-		assertFilesError(t, Alpha, status, b, want, typ, mention)
+		assertFilesError(t, family.Alpha, status, b, want, typ, mention)
 	}
 	for _, base := range []string{"/v1/router/alpha", "/alpha", "/alpha/one"} {
 		files := base + "/v1/files/"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -52,7 +53,7 @@ var (
 // JPEG, GIF or WebP image of at most 8 MiB) and an optional expires_in_seconds. The file's
 // bytes are streamed into the store, which acknowledges only once they are durable.
 func (g *Gateway) filesUpload(ctx *fasthttp.RequestCtx) {
-	c := g.acquireCall(ctx, Alpha, epFilesUpload)
+	c := g.acquireCall(ctx, family.Alpha, epFilesUpload)
 	defer c.end()
 	u := uploadPool.Get().(*upload)
 	defer u.release()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -35,7 +36,7 @@ func TestFilesUploadNeedsFinisher(t *testing.T) {
 	} {
 		body, ct := multipartBody(parts...)
 		resp := serveInProcess(&hiding, "POST", "/v1/router/alpha/v1/files", "", ct, body)
-		assertFilesError(t, Alpha, resp.StatusCode(), resp.Body(), 500, "api_error", "cannot store the file")
+		assertFilesError(t, family.Alpha, resp.StatusCode(), resp.Body(), 500, "api_error", "cannot store the file")
 		if after := e.filesState(); after != before {
 			t.Fatalf("the store changed from %s to %s", before, after)
 		}

@@ -1,8 +1,3 @@
-// Package proxy owns the gateway's HTTP side: the fasthttp handlers of every
-// family, authentication, the native error shapes, the upstream clients and
-// the streaming relay. It does not own body parsing (package parse), the
-// choice of a deployment for a session (package affinity) or durable records
-// (package store).
 package proxy
 
 import (
@@ -17,6 +12,8 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -50,7 +47,7 @@ type Gateway struct {
 }
 
 // New builds a gateway for cfg, which must have passed Validate.
-func New(cfg *Config, opts Options) (*Gateway, error) {
+func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g := &Gateway{opts: opts, log: opts.Logger, now: opts.Now}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -68,7 +65,7 @@ func New(cfg *Config, opts Options) (*Gateway, error) {
 
 // Reload swaps in cfg. Requests in flight finish on the config they started
 // with; unchanged deployments keep their connections and health.
-func (g *Gateway) Reload(cfg *Config) error {
+func (g *Gateway) Reload(cfg *config.Config) error {
 	var keys Verifier = NewHashedKeys(cfg.Keys)
 	if g.opts.Verifier != nil {
 		keys = g.opts.Verifier
@@ -82,7 +79,7 @@ func (g *Gateway) Reload(cfg *Config) error {
 }
 
 // Config returns the config in force.
-func (g *Gateway) Config() *Config { return g.state.Load().cfg }
+func (g *Gateway) Config() *config.Config { return g.state.Load().cfg }
 
 // Handler returns the request handler.
 func (g *Gateway) Handler() fasthttp.RequestHandler { return g.router.Handler }
@@ -138,16 +135,16 @@ func (g *Gateway) routes() *router.Router {
 var alphaBases = []string{"/v1/router/alpha", "/alpha", "/alpha/{group}"}
 
 func (g *Gateway) messages(ctx *fasthttp.RequestCtx) {
-	g.modelCall(ctx, Alpha, epMessages, "/v1/messages")
+	g.modelCall(ctx, family.Alpha, epMessages, "/v1/messages")
 }
 
 func (g *Gateway) chat(ctx *fasthttp.RequestCtx) {
-	g.modelCall(ctx, Beta, epChat, "/chat/completions")
+	g.modelCall(ctx, family.Beta, epChat, "/chat/completions")
 }
 
 // modelCall serves a call routed by the body's model with session affinity:
 // messages and chat completions.
-func (g *Gateway) modelCall(ctx *fasthttp.RequestCtx, fam Family, ep endpoint, path string) {
+func (g *Gateway) modelCall(ctx *fasthttp.RequestCtx, fam family.Family, ep endpoint, path string) {
 	c := g.acquireCall(ctx, fam, ep)
 	defer c.end()
 	if !c.authenticate() || !c.readBody(c.st.cfg.Limits.MaxBodyBytes) || !c.peekBody() {
@@ -186,7 +183,7 @@ func groupParam(ctx *fasthttp.RequestCtx) []byte {
 }
 
 func (g *Gateway) models(ctx *fasthttp.RequestCtx) {
-	c := g.acquireCall(ctx, Beta, epModels)
+	c := g.acquireCall(ctx, family.Beta, epModels)
 	defer c.end()
 	if !c.authenticate() {
 		return
@@ -198,14 +195,14 @@ func (g *Gateway) models(ctx *fasthttp.RequestCtx) {
 }
 
 // familyOfPath tells which family's error shape a path expects.
-func familyOfPath(p []byte) Family {
+func familyOfPath(p []byte) family.Family {
 	switch {
 	case bytes.HasPrefix(p, []byte("/v1/router/alpha")) || bytes.HasPrefix(p, []byte("/alpha")):
-		return Alpha
+		return family.Alpha
 	case bytes.HasPrefix(p, []byte("/v1/router/gamma")) || bytes.HasPrefix(p, []byte("/gamma")):
-		return Gamma
+		return family.Gamma
 	}
-	return Beta
+	return family.Beta
 }
 
 func (g *Gateway) notFound(ctx *fasthttp.RequestCtx) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelgate/gateway/proxy/config"
 	"github.com/valyala/fasthttp"
 )
 
@@ -103,7 +104,7 @@ models: [{id: m, upstreams: [u]}]
 // returns its address; it stops with the test.
 func serveGateway(tb testing.TB, yaml string, opts Options) string {
 	tb.Helper()
-	cfg, err := ParseConfig([]byte(yaml), func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fasthttp/router"
+	"github.com/modelgate/gateway/proxy/family"
 	"github.com/valyala/fasthttp"
 )
 
@@ -141,15 +142,15 @@ func (g *Gateway) appendReadiness(dst []byte) ([]byte, bool) {
 // appendFamilyHealth appends, per family with deployments, how many of them
 // are healthy; a family with none healthy is not ready.
 func (g *Gateway) appendFamilyHealth(dst []byte, st *state, ready *bool) []byte {
-	var total, healthy [numFamilies]int
+	var total, healthy [family.Count]int
 	now := time.Now().UnixNano()
 	for _, d := range st.deps {
-		total[d.family]++
-		if !d.excluded(now) {
-			healthy[d.family]++
+		total[d.Family()]++
+		if !d.Excluded(now) {
+			healthy[d.Family()]++
 		}
 	}
-	for f := range numFamilies {
+	for f := range family.Count {
 		if total[f] == 0 {
 			continue
 		}

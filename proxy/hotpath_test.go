@@ -13,6 +13,8 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/family"
 )
 
 // hotBench is a gateway on an in-memory listener in front of a minimal
@@ -54,7 +56,7 @@ upstreams:
   - {name: u2, family: beta, base_url: "http://%[1]s/v1", api_key: k}
 models: [{id: m, upstreams: [u1, u2]}]
 `, upLn.Addr())
-	cfg, err := ParseConfig([]byte(yaml), func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -91,24 +93,17 @@ func hotRequest(req *fasthttp.Request, body []byte) {
 // BenchmarkProxiedRequest is a whole chat completion through the gateway:
 // auth, peek, session splice, pick, forward, relay.
 func BenchmarkProxiedRequest(b *testing.B) {
-	h := newHotBench(b)
-	b.ReportAllocs()
 	b.SetBytes(int64(len(hotBody) + len(hotAnswer)))
-	b.RunParallel(func(pb *testing.PB) {
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseRequest(req)
-		defer fasthttp.ReleaseResponse(resp)
-		hotRequest(req, hotBody)
-		for pb.Next() {
-			h.do(b, req, resp)
-		}
-	})
+	newHotBench(b).proxied(b, hotBody)
 }
 
 // BenchmarkProxiedStream is a streamed chat completion through the gateway.
 func BenchmarkProxiedStream(b *testing.B) {
-	h := newHotBench(b)
-	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	newHotBench(b).proxied(b, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+}
+
+// proxied sends body through the gateway from parallel clients, b.N times.
+func (h *hotBench) proxied(b *testing.B, body []byte) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
@@ -125,14 +120,14 @@ func BenchmarkProxiedStream(b *testing.B) {
 func BenchmarkDirect(b *testing.B) {
 	h := newHotBench(b)
 	up := h.gw.state.Load().deps["u1"]
-	client := &fasthttp.HostClient{Addr: up.client.Addr, MaxConns: 1024}
+	client := &fasthttp.HostClient{Addr: up.Addr(), MaxConns: 1024}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 		defer fasthttp.ReleaseRequest(req)
 		defer fasthttp.ReleaseResponse(resp)
 		hotRequest(req, hotBody)
-		req.SetRequestURI("http://" + up.client.Addr + "/v1/chat/completions")
+		req.SetRequestURI("http://" + up.Addr() + "/v1/chat/completions")
 		for pb.Next() {
 			if err := client.Do(req, resp); err != nil {
 				b.Fatal(err)
@@ -157,7 +152,7 @@ func BenchmarkPrepare(b *testing.B) {
 	if err := ctx.Request.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
 		b.Fatal(err)
 	}
-	c := h.gw.acquireCall(&ctx, Beta, epChat)
+	c := h.gw.acquireCall(&ctx, family.Beta, epChat)
 	dep := c.st.deps["u1"]
 	w := bufio.NewWriter(io.Discard)
 	req := fasthttp.AcquireRequest()

@@ -10,6 +10,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/upstream"
 )
 
 // Image generation: the beta images endpoint (OpenAI Images) and the gamma
@@ -40,7 +42,7 @@ func (g *Gateway) routeImages(r *router.Router) {
 // deployment; the body goes upstream as received (session_id cut out) and
 // the answer comes back untouched.
 func (g *Gateway) imagesGenerations(ctx *fasthttp.RequestCtx) {
-	c := g.acquireCall(ctx, Beta, epImages)
+	c := g.acquireCall(ctx, family.Beta, epImages)
 	defer c.end()
 	if !c.authenticate() || !c.readBody(c.st.cfg.Limits.MaxImageBodyBytes) || !c.peekBody() {
 		return
@@ -96,7 +98,7 @@ func (c *call) checkPrompt() bool {
 // signatures of multi-turn edits included); x-session-id keeps a
 // conversation on one deployment.
 func (g *Gateway) generateContent(ctx *fasthttp.RequestCtx) {
-	c := g.acquireCall(ctx, Gamma, epGenerateContent)
+	c := g.acquireCall(ctx, family.Gamma, epGenerateContent)
 	defer c.end()
 	version, ok := c.gammaVersion()
 	if !ok {
@@ -182,12 +184,12 @@ func (c *call) authenticateGamma() bool {
 // gammaRoute returns the gamma route of an eligible model: a registered image
 // model with a gamma deployment (in the group, when one is named). Anything
 // else is "not eligible", answered without contacting an upstream.
-func (c *call) gammaRoute(name, group []byte) *route {
+func (c *call) gammaRoute(name, group []byte) *upstream.Route {
 	if len(group) > 0 && c.st.groups[b2s(group)] == nil {
 		c.fail(&Error{Status: 404, Reason: "group_unknown", Message: "unknown group '" + string(group) + "'"})
 		return nil
 	}
-	m, r, ok := c.st.routeFor(name, Gamma, group)
+	m, r, ok := c.st.routeFor(name, family.Gamma, group)
 	var why string
 	switch {
 	case !ok:
@@ -222,7 +224,7 @@ func (c *call) headerSessionKey() ([]byte, bool) {
 // gammaMediaUnsupported answers Gemini's upload and Files paths: uploading to
 // platform Media is not supported from this endpoint.
 func (g *Gateway) gammaMediaUnsupported(ctx *fasthttp.RequestCtx) {
-	c := g.acquireCall(ctx, Gamma, epOther)
+	c := g.acquireCall(ctx, family.Gamma, epOther)
 	defer c.end()
 	c.fail(&Error{Status: 400, Reason: "gamma_media",
 		Message: "uploading to platform Media (the upload and files endpoints) is not supported by this gateway: send images inline as inlineData parts of contents"})

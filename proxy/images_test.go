@@ -556,21 +556,9 @@ func TestImagesBodyPassesThrough(t *testing.T) {
 
 func assertImagesError(t *testing.T, status int, body []byte, want int, param string) {
 	t.Helper()
-	var v struct {
-		Error *struct {
-			Message string  `json:"message"`
-			Type    string  `json:"type"`
-			Param   *string `json:"param"`
-			Code    *string `json:"code"`
-		} `json:"error"`
-	}
-	if status != want || json.Unmarshal(body, &v) != nil || v.Error == nil || v.Error.Message == "" || v.Error.Type == "" {
-		t.Fatalf("want %d in the beta error shape, got %d: %s", want, status, body)
-	}
-	if !bytes.Contains(body, []byte(`"param":`)) || !bytes.Contains(body, []byte(`"code":`)) {
-		t.Fatalf("beta error without param/code: %s", body)
-	}
-	if param != "" && (v.Error.Param == nil || *v.Error.Param != param) {
+	assertBetaError(t, status, body, want)
+	var v betaErrorBody
+	if json.Unmarshal(body, &v); param != "" && (v.Error.Param == nil || *v.Error.Param != param) {
 		t.Fatalf("want param %q: %s", param, body)
 	}
 }

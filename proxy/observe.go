@@ -12,13 +12,15 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/upstream"
 )
 
 // Metrics and the access log (issue 7). Every call ends in finish exactly once;
 // finish counts it and, when an access log is set, writes its line. Counters
 // are found without locks and without allocating: per model (held by *model)
 // an array indexed by family, endpoint and status class; per deployment (held
-// by *deployment) its histograms. Each is created in the gateway's own
+// by *upstream.Deployment) its histograms. Each is created in the gateway's own
 // metrics.Set on first use. See docs/operations.md for every metric.
 
 // Status classes label requests: "1xx".."5xx", and "other" for a status that
@@ -40,10 +42,10 @@ type observer struct {
 	access *slog.Logger
 	// noModel counts the calls that resolved no configured model.
 	noModel  modelStats
-	bytesIn  [numFamilies]*metrics.Counter
-	bytesOut [numFamilies]*metrics.Counter
+	bytesIn  [family.Count]*metrics.Counter
+	bytesOut [family.Count]*metrics.Counter
 	streams  *metrics.Gauge
-	reasons  [numFamilies]reasonCounters
+	reasons  [family.Count]reasonCounters
 	// store is the instrumented store, nil without one.
 	store    *observedStore
 	draining atomic.Bool
@@ -53,7 +55,7 @@ type observer struct {
 // store. New calls it before the first Reload.
 func (g *Gateway) observe() {
 	o := &observer{set: metrics.NewSet(), access: g.opts.AccessLog}
-	for f := range numFamilies {
+	for f := range family.Count {
 		o.bytesIn[f] = o.set.NewCounter(`gateway_request_bytes_total{family="` + f.String() + `"}`)
 		o.bytesOut[f] = o.set.NewCounter(`gateway_response_bytes_total{family="` + f.String() + `"}`)
 	}
@@ -69,10 +71,10 @@ func (g *Gateway) observe() {
 // modelStats counts the requests of one model. The zero value is ready; safe
 // for concurrent use. Each counter is created on first use.
 type modelStats struct {
-	requests [numFamilies][numEndpoints][numClasses]atomic.Pointer[metrics.Counter]
+	requests [family.Count][numEndpoints][numClasses]atomic.Pointer[metrics.Counter]
 }
 
-func (o *observer) requests(ms *modelStats, modelID string, fam Family, ep endpoint, class int) *metrics.Counter {
+func (o *observer) requests(ms *modelStats, modelID string, fam family.Family, ep endpoint, class int) *metrics.Counter {
 	p := &ms.requests[fam][ep][class]
 	if c := p.Load(); c != nil {
 		return c
@@ -100,7 +102,7 @@ type reasonCounters struct {
 	mu sync.Mutex
 }
 
-func (o *observer) rejection(fam Family, reason string) *metrics.Counter {
+func (o *observer) rejection(fam family.Family, reason string) *metrics.Counter {
 	rc := &o.reasons[fam]
 	if m := rc.m.Load(); m != nil {
 		if c := (*m)[reason]; c != nil {
@@ -126,54 +128,28 @@ func (o *observer) rejection(fam Family, reason string) *metrics.Counter {
 	return c
 }
 
-// depStats is what a deployment carries for metrics. The zero value is ready;
-// safe for concurrent use. picks and moves live with the deployment, so they
-// restart from zero when a reload replaces it (Prometheus' rate() reads that as
-// a counter reset); the histograms live in the gateway's metrics.Set by name
-// and survive.
-type depStats struct {
-	picks atomic.Uint64
-	// moves counts the picks with a session key that did not go to the key's
-	// first choice, because that one was excluded or had failed.
-	moves atomic.Uint64
-	m     atomic.Pointer[depMetrics]
-}
-
-// picked records one pick of the deployment.
-func (s *depStats) picked(moved bool) {
-	s.picks.Add(1)
-	if moved {
-		s.moves.Add(1)
-	}
-}
-
-type depMetrics struct {
-	duration  *metrics.Histogram
-	firstByte *metrics.Histogram
-	responses [numClasses]atomic.Pointer[metrics.Counter]
-}
-
-func (o *observer) depMetrics(d *deployment) *depMetrics {
-	if m := d.stats.m.Load(); m != nil {
+// depMetrics returns the deployment's metrics, made on first use.
+func (o *observer) depMetrics(d *upstream.Deployment) *upstream.Meter {
+	if m := d.Stats.Meter.Load(); m != nil {
 		return m
 	}
-	label := `{deployment=` + string(appendLabelValue(nil, d.name)) + `}`
-	m := &depMetrics{
-		duration:  o.set.GetOrCreateHistogram("gateway_upstream_duration_seconds" + label),
-		firstByte: o.set.GetOrCreateHistogram("gateway_upstream_first_byte_seconds" + label),
+	label := `{deployment=` + string(appendLabelValue(nil, d.Name())) + `}`
+	m := &upstream.Meter{
+		Duration:  o.set.GetOrCreateHistogram("gateway_upstream_duration_seconds" + label),
+		FirstByte: o.set.GetOrCreateHistogram("gateway_upstream_first_byte_seconds" + label),
 	}
-	if !d.stats.m.CompareAndSwap(nil, m) {
-		return d.stats.m.Load()
+	if !d.Stats.Meter.CompareAndSwap(nil, m) {
+		return d.Stats.Meter.Load()
 	}
 	return m
 }
 
-func (o *observer) upstreamResponses(d *deployment, m *depMetrics, class int) *metrics.Counter {
-	p := &m.responses[class]
+func (o *observer) upstreamResponses(d *upstream.Deployment, m *upstream.Meter, class int) *metrics.Counter {
+	p := &m.Responses[class]
 	if c := p.Load(); c != nil {
 		return c
 	}
-	name := `gateway_upstream_responses_total{deployment=` + string(appendLabelValue(nil, d.name)) +
+	name := `gateway_upstream_responses_total{deployment=` + string(appendLabelValue(nil, d.Name())) +
 		`,status="` + classNames[class] + `"}`
 	c := o.set.GetOrCreateCounter(name)
 	p.Store(c)
@@ -183,7 +159,7 @@ func (o *observer) upstreamResponses(d *deployment, m *depMetrics, class int) *m
 // streamStarted is called by relay when an answer starts to stream to the
 // client; finish ends what it starts.
 func (g *Gateway) streamStarted(c *call) {
-	if c.sse {
+	if c.up.SSE() {
 		g.obs.streams.Inc()
 	}
 }
@@ -207,14 +183,14 @@ func (g *Gateway) finish(c *call) {
 	if c.reason != "" {
 		o.rejection(c.family, c.reason).Inc()
 	}
-	if c.sse && c.stream != nil {
+	if c.up.SSE() && c.up.Streaming() {
 		o.streams.Dec()
 	}
 	if d := c.dep; d != nil {
 		m := o.depMetrics(d)
-		m.duration.Update(now.Sub(c.start).Seconds())
-		if !c.firstByte.IsZero() {
-			m.firstByte.Update(c.firstByte.Sub(c.start).Seconds())
+		m.Duration.Update(now.Sub(c.start).Seconds())
+		if fb := c.firstByteAt(); !fb.IsZero() {
+			m.FirstByte.Update(fb.Sub(c.start).Seconds())
 		}
 		o.upstreamResponses(d, m, class).Inc()
 	}
@@ -228,8 +204,8 @@ func (g *Gateway) finish(c *call) {
 // covers answers the gateway wrote itself; a streamed one from the relay.
 func (c *call) outcome() (status int, bytesIn, bytesOut int64) {
 	status, bytesIn, bytesOut = c.status, int64(len(c.body)), c.bytesOut
-	if c.stream != nil {
-		return status, int64(c.bodyLen), bytesOut
+	if c.up.Streaming() {
+		return status, int64(c.bodyLen), c.up.Sent()
 	}
 	if c.ctx == nil {
 		return status, bytesIn, bytesOut
@@ -244,6 +220,15 @@ func (c *call) outcome() (status int, bytesIn, bytesOut int64) {
 	// An upload streamed into the store is not held in c.body.
 	bytesIn = max(bytesIn, int64(c.ctx.Request.Header.ContentLength()))
 	return status, bytesIn, bytesOut
+}
+
+// firstByteAt is when the first answer byte was ready for the client, or the
+// zero time: for a streamed answer, when the relay first read from upstream.
+func (c *call) firstByteAt() time.Time {
+	if c.up.Streaming() {
+		return c.up.FirstByte()
+	}
+	return c.firstByte
 }
 
 // maxLoggedModel bounds the client-sent model name written to the access log.
@@ -280,10 +265,10 @@ func (o *observer) logAccess(c *call, status int, now time.Time, bytesIn, bytesO
 		slog.Duration("latency", now.Sub(c.start)),
 		slog.Int64("bytes_in", bytesIn),
 		slog.Int64("bytes_out", bytesOut),
-		slog.Bool("stream", c.sse),
+		slog.Bool("stream", c.up.SSE()),
 	)
-	if !c.firstByte.IsZero() {
-		a = append(a, slog.Duration("ttfb", c.firstByte.Sub(c.start)))
+	if fb := c.firstByteAt(); !fb.IsZero() {
+		a = append(a, slog.Duration("ttfb", fb.Sub(c.start)))
 	}
 	if c.hasSession {
 		a = append(a, slog.String("session", b2s(appendSessionHash(sc.hex[:0], c.sessionHash))))
@@ -312,11 +297,11 @@ func loggedModel(c *call) string {
 	return string(m)
 }
 
-func deploymentName(d *deployment) string {
+func deploymentName(d *upstream.Deployment) string {
 	if d == nil {
 		return ""
 	}
-	return d.name
+	return d.Name()
 }
 
 // appendSessionHash appends the session key's affinity hash as 16 hex digits.
@@ -339,28 +324,28 @@ func (g *Gateway) WritePrometheus(w io.Writer) {
 // in force, and the files stored. Each metric's lines are written together.
 func (g *Gateway) writeStateMetrics(w io.Writer) {
 	st := g.state.Load()
-	deps := make([]*deployment, 0, len(st.deps))
+	deps := make([]*upstream.Deployment, 0, len(st.deps))
 	for _, d := range st.deps {
 		deps = append(deps, d)
 	}
-	slices.SortFunc(deps, func(a, b *deployment) int { return cmp.Compare(a.name, b.name) })
+	slices.SortFunc(deps, func(a, b *upstream.Deployment) int { return cmp.Compare(a.Name(), b.Name()) })
 	now := time.Now().UnixNano()
 	b := make([]byte, 0, 512*len(deps)+256)
 	for _, d := range deps {
 		excluded := int64(0)
-		if d.excluded(now) {
+		if d.Excluded(now) {
 			excluded = 1
 		}
-		b = appendSample(b, "gateway_deployment_excluded", d, `,family="`+d.family.String()+`"`, excluded)
+		b = appendSample(b, "gateway_deployment_excluded", d, `,family="`+d.Family().String()+`"`, excluded)
 	}
 	for _, d := range deps {
-		b = appendSample(b, "gateway_upstream_in_flight", d, "", d.inflight.Load())
+		b = appendSample(b, "gateway_upstream_in_flight", d, "", d.InFlight())
 	}
 	for _, d := range deps {
-		b = appendSample(b, "gateway_affinity_picks_total", d, "", int64(d.stats.picks.Load()))
+		b = appendSample(b, "gateway_affinity_picks_total", d, "", int64(d.Stats.Picks()))
 	}
 	for _, d := range deps {
-		b = appendSample(b, "gateway_affinity_session_moves_total", d, "", int64(d.stats.moves.Load()))
+		b = appendSample(b, "gateway_affinity_session_moves_total", d, "", int64(d.Stats.Moves()))
 	}
 	if s := g.obs.store; s != nil {
 		count, size := s.FileStats()
@@ -374,10 +359,10 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 }
 
 // appendSample appends `name{deployment="<d.name>"<more>} v`.
-func appendSample(b []byte, name string, d *deployment, more string, v int64) []byte {
+func appendSample(b []byte, name string, d *upstream.Deployment, more string, v int64) []byte {
 	b = append(b, name...)
 	b = append(b, `{deployment=`...)
-	b = appendLabelValue(b, d.name)
+	b = appendLabelValue(b, d.Name())
 	b = append(b, more...)
 	b = append(b, "} "...)
 	b = strconv.AppendInt(b, v, 10)

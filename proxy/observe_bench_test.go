@@ -12,6 +12,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/bench/sim"
+	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/family"
 )
 
 // BenchmarkAccessLog serves chat completions through three gateways in front
@@ -126,7 +128,7 @@ func BenchmarkFinish(b *testing.B) {
 func finishFixture(tb testing.TB, opts Options) (*Gateway, *call) {
 	tb.Helper()
 	yaml := fmt.Sprintf(testConfigYAML, "127.0.0.1:1", "127.0.0.1:2", HashKey(keyB))
-	cfg, err := ParseConfig([]byte(yaml), func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -138,7 +140,7 @@ func finishFixture(tb testing.TB, opts Options) (*Gateway, *call) {
 	ctx := &fasthttp.RequestCtx{}
 	ctx.Response.SetBodyString(`{"id":"x","object":"chat.completion","choices":[]}`)
 	start := time.Now()
-	c := &call{g: g, st: st, ctx: ctx, family: Beta, ep: epChat, keyID: "team-a",
+	c := &call{g: g, st: st, ctx: ctx, family: family.Beta, ep: epChat, keyID: "team-a",
 		model: st.models["chat-model"], dep: st.deps["d1-beta"], status: 200,
 		start: start, firstByte: start.Add(time.Millisecond), reqID: []byte("req_0123456789abcdef0123456789abcdef"),
 		body: bytes.Repeat([]byte("x"), 200), sessionHash: 42, hasSession: true}

@@ -14,6 +14,10 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// ssePeekSize is the upstream relay's idle read (see package upstream):
+// the events below are sized around it.
+const ssePeekSize = 96
+
 // An SSE relay waits for events in a small read and takes a bigger buffer only
 // while an event comes in. Whatever their sizes and however the upstream
 // splits them, events arrive whole and unchanged, and a finished event reaches
@@ -75,11 +79,7 @@ func TestSSERelayEventsWholeAndPrompt(t *testing.T) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI("http://" + addr + "/v1/router/beta/v1/chat/completions")
-	req.Header.Set("Authorization", "Bearer key-1")
-	req.Header.SetContentType("application/json")
-	req.SetBodyString(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`)
+	chatRequest(req, addr, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`)
 	if err := client.Do(req, resp); err != nil {
 		t.Fatal(err)
 	}
@@ -107,67 +107,6 @@ func TestSSERelayEventsWholeAndPrompt(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("relayed body differs:\n got %d bytes %.200q\nwant %d bytes %.200q", len(got), got, len(want), want)
-	}
-}
-
-// The relay can see into fasthttp's buffer under a streamed upstream body:
-// if a fasthttp upgrade moves the fields it reads, this fails rather than
-// the relay silently writing one chunk per event again.
-func TestUpstreamPeekLayout(t *testing.T) {
-	addr := rawTCPUpstream(t, func(c net.Conn, _ *bufio.Reader) {
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"+
-			"9\r\ndata: a\n\n\r\n9\r\ndata: b\n\n\r\n0\r\n\r\n")
-		time.Sleep(time.Second)
-	})
-	client := &fasthttp.HostClient{Addr: addr, StreamResponseBody: true}
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI("http://" + addr + "/")
-	if err := client.Do(req, resp); err != nil {
-		t.Fatal(err)
-	}
-	p, ok := peekUpstream(resp.BodyStream())
-	if !ok {
-		t.Fatalf("cannot see into fasthttp's stream %T", resp.BodyStream())
-	}
-	eventually(t, "both chunks buffered", func() bool {
-		p.br.Peek(1) // fill whatever arrived
-		return p.br.Buffered() == len("9\r\ndata: a\n\n\r\n9\r\ndata: b\n\n\r\n0\r\n\r\n")
-	})
-	if *p.contentLength != -1 || *p.chunkLeft != 0 || !p.ready() {
-		t.Fatalf("contentLength %d chunkLeft %d ready %v", *p.contentLength, *p.chunkLeft, p.ready())
-	}
-	buf := make([]byte, 4)
-	if n, _ := resp.BodyStream().Read(buf); n != 4 || *p.chunkLeft != 5 || !p.ready() {
-		t.Fatalf("after a 4-byte read: n %d chunkLeft %d ready %v", n, *p.chunkLeft, p.ready())
-	}
-	resp.BodyStream().Read(make([]byte, 64)) // the rest of the first chunk
-	resp.BodyStream().Read(make([]byte, 64)) // the second
-	if p.ready() {
-		t.Fatal("only the final chunk is left, yet ready")
-	}
-}
-
-func TestChunkBuffered(t *testing.T) {
-	for in, want := range map[string]bool{
-		"":                               false,
-		"9":                              false,
-		"9\r":                            false,
-		"9\r\n":                          false,
-		"9\r\ndata: a\n\n":               false, // no closing CRLF yet
-		"9\r\ndata: a\n\n\r":             false,
-		"9\r\ndata: a\n\n\r\n":           true,
-		"9;ext=1\r\ndata: a\n\n\r\nmore": true,
-		"A\r\n0123456789\r\n":            true,
-		"a\r\n012345678\r\n":             false,
-		"0\r\n\r\n":                      false, // the final chunk
-		"zz\r\n":                         false,
-		"fffffffff\r\n":                  false, // nine digits: beyond any gathered chunk
-	} {
-		if got := chunkBuffered([]byte(in)); got != want {
-			t.Errorf("chunkBuffered(%q) = %v, want %v", in, got, want)
-		}
 	}
 }
 
@@ -229,71 +168,6 @@ func TestSSERelayCoalescesBufferedChunks(t *testing.T) {
 	}
 }
 
-func TestLastEventEnd(t *testing.T) {
-	for in, want := range map[string]int{
-		"":                           0,
-		"data: a":                    0,
-		"data: a\n\n":                9,
-		"data: a\n\ndata: b":         9,
-		"data: a\r\n\r\ndata: b":     11,
-		"data: a\n\ndata: b\n\n":     18,
-		"data: a\n\ndata: b\r\n\r\n": 20,
-	} {
-		if got := lastEventEnd([]byte(in)); got != want {
-			t.Errorf("lastEventEnd(%q) = %d, want %d", in, got, want)
-		}
-	}
-}
-
-// bodyWriterTo is a body that fasthttp relays through WriteTo.
-type bodyWriterTo struct {
-	io.Reader
-	saw io.Writer
-}
-
-func (b *bodyWriterTo) SupportsBodyWriteTo() bool { return true }
-
-func (b *bodyWriterTo) WriteTo(w io.Writer) (int64, error) {
-	b.saw = w
-	return io.Copy(w, b.Reader)
-}
-
-// The relay can reach the writer under fasthttp's chunk writer: if a
-// fasthttp upgrade moves it, this fails rather than the relay silently
-// flushing every chunk again.
-func TestChunkWriterLayout(t *testing.T) {
-	var resp fasthttp.Response
-	body := &bodyWriterTo{Reader: strings.NewReader("data: a\n\n")}
-	resp.SetBodyStream(body, -1)
-	var out bytes.Buffer
-	bw := bufio.NewWriter(&out)
-	if err := resp.Write(bw); err != nil {
-		t.Fatal(err)
-	}
-	if got := chunkWriter(body.saw); got != bw {
-		t.Fatalf("chunkWriter(%T) = %p, want the response's writer %p", body.saw, got, bw)
-	}
-	bw.Flush()
-	if !strings.HasSuffix(out.String(), "\r\n\r\n9\r\ndata: a\n\n\r\n0\r\n\r\n") {
-		t.Fatalf("response %q", out.String())
-	}
-}
-
-func TestWriteChunk(t *testing.T) {
-	for _, n := range []int{1, 9, 15, 16, 255, 256, 4095, 32 << 10} {
-		var out bytes.Buffer
-		bw := bufio.NewWriter(&out)
-		p := bytes.Repeat([]byte("x"), n)
-		if err := writeChunk(bw, p); err != nil {
-			t.Fatal(err)
-		}
-		bw.Flush()
-		if want := fmt.Sprintf("%x\r\n%s\r\n", n, p); out.String() != want {
-			t.Fatalf("chunk of %d: %.40q, want %.40q", n, out.String(), want)
-		}
-	}
-}
-
 // An SSE body the upstream frames by length or by closing the connection,
 // instead of chunks, is relayed whole too.
 func TestSSERelayUnchunkedUpstream(t *testing.T) {
@@ -314,10 +188,7 @@ func TestSSERelayUnchunkedUpstream(t *testing.T) {
 			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 			defer fasthttp.ReleaseRequest(req)
 			defer fasthttp.ReleaseResponse(resp)
-			req.Header.SetMethod(fasthttp.MethodPost)
-			req.SetRequestURI("http://" + addr + "/v1/router/beta/v1/chat/completions")
-			req.Header.Set("Authorization", "Bearer key-1")
-			req.SetBodyString(`{"model":"m","stream":true,"messages":[]}`)
+			chatRequest(req, addr, `{"model":"m","stream":true,"messages":[]}`)
 			if err := client.Do(req, resp); err != nil {
 				t.Fatal(err)
 			}
@@ -326,4 +197,14 @@ func TestSSERelayUnchunkedUpstream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// chatRequest makes req a chat completion with body to the gateway at addr,
+// with the key of gatewayFor.
+func chatRequest(req *fasthttp.Request, addr, body string) {
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI("http://" + addr + "/v1/router/beta/v1/chat/completions")
+	req.Header.Set("Authorization", "Bearer key-1")
+	req.Header.SetContentType("application/json")
+	req.SetBodyString(body)
 }

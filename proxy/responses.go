@@ -8,6 +8,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/upstream"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -29,7 +31,7 @@ func (g *Gateway) routeResponses(r *router.Router) {
 // The new response's ownership record is written before the end of the answer
 // reaches the client.
 func (g *Gateway) responsesCreate(ctx *fasthttp.RequestCtx) {
-	c := g.acquireCall(ctx, Beta, epResponsesCreate)
+	c := g.acquireCall(ctx, family.Beta, epResponsesCreate)
 	defer c.end()
 	if !c.refuseIdempotencyKey() || !c.authenticate() || !c.needStore() ||
 		!c.readBody(c.st.cfg.Limits.MaxBodyBytes) || !c.peekBody() {
@@ -55,7 +57,7 @@ func (g *Gateway) responsesCreate(ctx *fasthttp.RequestCtx) {
 // responsesRoute resolves where a create, input_tokens or compact call goes:
 // an owned previous_response_id pins its deployment; otherwise model and the
 // x-session-id header choose one.
-func (c *call) responsesRoute() (dep *deployment, r *route, key []byte, ok bool) {
+func (c *call) responsesRoute() (dep *upstream.Deployment, r *upstream.Route, key []byte, ok bool) {
 	if prev := c.fields.PreviousResponseID; len(prev) > 0 {
 		rec, dep, ok := c.ownedResponse(prev, true)
 		if !ok {
@@ -97,10 +99,10 @@ func (c *call) routeModelName() string {
 // deployment that holds it. Another key's response, an unknown id, and one
 // whose deployment is gone are all the same "not found": nothing reveals that
 // a response exists. asPrevious shapes the error for previous_response_id.
-func (c *call) ownedResponse(id []byte, asPrevious bool) (store.Response, *deployment, bool) {
+func (c *call) ownedResponse(id []byte, asPrevious bool) (store.Response, *upstream.Deployment, bool) {
 	rec, err := c.g.opts.Store.GetResponse(string(id))
 	if err == nil && rec.Owner == c.keyID {
-		if dep := c.st.deps[rec.Deployment]; dep != nil && dep.family == Beta {
+		if dep := c.st.deps[rec.Deployment]; dep != nil && dep.Family() == family.Beta {
 			return rec, dep, true
 		}
 		c.g.log.Warn("response held by a deployment no longer configured", "response", rec.ID, "deployment", rec.Deployment)
@@ -127,7 +129,7 @@ func recordFromBody(c *call, body []byte) bool {
 	}
 	id, err := parse.StringValue(c.idBuf[:0], parse.Member(body, "id"))
 	if err != nil || len(id) == 0 {
-		c.g.log.Warn("responses answer without an id: not recorded", "deployment", c.dep.name)
+		c.g.log.Warn("responses answer without an id: not recorded", "deployment", c.dep.Name())
 		return true
 	}
 	if err := c.recordResponse(id); err != nil {
@@ -165,7 +167,7 @@ func recordFromStream(c *call, p []byte) {
 		}
 		if err != nil {
 			c.g.log.Error("cannot record streamed response", "err", err)
-			c.abortStream("the gateway could not record the response")
+			c.up.Abort("the gateway could not record the response")
 		}
 		for {
 			if _, ok, _ := c.scanner.Next(); !ok {
@@ -178,7 +180,7 @@ func recordFromStream(c *call, p []byte) {
 func (c *call) recordResponse(id []byte) error {
 	rec := c.owned
 	rec.ID = string(id)
-	rec.Deployment = c.dep.name
+	rec.Deployment = c.dep.Name()
 	rec.Created = c.g.now()
 	c.recorded = true
 	return c.g.opts.Store.PutResponse(rec)
@@ -200,7 +202,7 @@ func (g *Gateway) responsesDelete(ctx *fasthttp.RequestCtx) {
 // the deployment that holds the response, the query string as the client
 // encoded it. An unknown or foreign id is answered 404 without an upstream call.
 func (g *Gateway) responsesOwned(ctx *fasthttp.RequestCtx, ep endpoint, suffix string) {
-	c := g.acquireCall(ctx, Beta, ep)
+	c := g.acquireCall(ctx, family.Beta, ep)
 	defer c.end()
 	if !c.authenticate() || !c.needStore() {
 		return
@@ -233,7 +235,7 @@ func (g *Gateway) responsesCompact(ctx *fasthttp.RequestCtx) {
 // responsesAux serves input_tokens and compact: forwarded byte for byte,
 // routed by model or by an owned previous_response_id.
 func (g *Gateway) responsesAux(ctx *fasthttp.RequestCtx, ep endpoint, path string) {
-	c := g.acquireCall(ctx, Beta, ep)
+	c := g.acquireCall(ctx, family.Beta, ep)
 	defer c.end()
 	if !c.refuseIdempotencyKey() || !c.authenticate() || !c.needStore() ||
 		!c.readBody(c.st.cfg.Limits.MaxBodyBytes) || !c.peekBody() {
@@ -253,7 +255,7 @@ func (g *Gateway) responsesAux(ctx *fasthttp.RequestCtx, ep endpoint, path strin
 // responsesWebSocket answers GET on the create path: the WebSocket mode of
 // Responses is not offered.
 func (g *Gateway) responsesWebSocket(ctx *fasthttp.RequestCtx) {
-	c := g.acquireCall(ctx, Beta, epResponsesCreate)
+	c := g.acquireCall(ctx, family.Beta, epResponsesCreate)
 	defer c.end()
 	if bytes.EqualFold(ctx.Request.Header.Peek("Upgrade"), []byte("websocket")) {
 		c.fail(&Error{Status: 400, Reason: "websocket", Message: "the WebSocket mode of Responses is not supported: use HTTP with \"stream\": true"})
@@ -280,13 +282,4 @@ func (c *call) needStore() bool {
 	}
 	c.fail(&Error{Status: 503, Reason: "no_store", Message: "this gateway runs without a store"})
 	return false
-}
-
-// abortStream stops relaying the upstream stream and ends it with the
-// family's error frame.
-func (c *call) abortStream(msg string) {
-	c.streamErr = true
-	c.resp.SetConnectionClose()
-	c.pending = append(c.pending[:0], '\n', '\n')
-	c.pending = appendStreamError(c.pending, c.family, c.ep == epResponsesCreate, msg)
 }

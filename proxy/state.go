@@ -3,114 +3,57 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
-	"github.com/modelgate/gateway/affinity"
+	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/upstream"
 )
 
 // state is one loaded config: immutable once built, swapped atomically on
 // reload, so a request sees one consistent view from start to end.
 type state struct {
-	cfg    *Config
+	cfg    *config.Config
 	keys   Verifier
-	deps   map[string]*deployment
+	deps   map[string]*upstream.Deployment
 	models map[string]*model
 	groups map[string]map[string]bool
 	// modelList is the precomputed body of GET /v1/models.
 	modelList []byte
 	// hasFamily tells which families have at least one deployment.
-	hasFamily [numFamilies]bool
+	hasFamily [family.Count]bool
 }
 
 // model is a routable model: per family, the ring of its deployments.
 type model struct {
 	id     string
 	image  bool
-	routes [numFamilies]*route
+	routes [family.Count]*upstream.Route
 	// grouped holds, per group name, the routes restricted to that group.
-	grouped map[string]*[numFamilies]*route
+	grouped map[string]*[family.Count]*upstream.Route
 	stats   modelStats // request counters; see observe.go
-}
-
-// route is the set of deployments of one family serving one model.
-type route struct {
-	ring *affinity.Ring
-	deps []*deployment
-	load func(i int) int64
-}
-
-func newRoute(deps []*deployment) (*route, error) {
-	names := make([]string, len(deps))
-	for i, d := range deps {
-		names[i] = d.name
-	}
-	ring, err := affinity.New(names)
-	if err != nil {
-		return nil, err
-	}
-	r := &route{ring: ring, deps: deps}
-	r.load = func(i int) int64 { return r.deps[i].inflight.Load() }
-	return r, nil
-}
-
-// pick chooses a deployment: by the session key when there is one, else the
-// less loaded of two. Deployments in cooldown and those in tried are skipped;
-// when every untried one is in cooldown, cooldown is ignored (better to try a
-// deployment that may have recovered than to fail).
-func (r *route) pick(key []byte, tried affinity.Set) (int, *deployment) {
-	ex := tried
-	var now int64 // read only when some deployment has been excluded
-	for i, d := range r.deps {
-		until := d.downUntil.Load()
-		if until == 0 {
-			continue
-		}
-		if now == 0 {
-			now = time.Now().UnixNano()
-		}
-		if until > now {
-			ex = ex.With(i)
-		}
-	}
-	i := r.choose(key, ex)
-	if i < 0 {
-		i = r.choose(key, tried)
-	}
-	if i < 0 {
-		return -1, nil
-	}
-	r.deps[i].stats.picked(len(key) > 0 && ex != 0 && r.ring.Pick(key, 0) != i)
-	return i, r.deps[i]
-}
-
-func (r *route) choose(key []byte, ex affinity.Set) int {
-	if len(key) > 0 {
-		return r.ring.Pick(key, ex)
-	}
-	return r.ring.PickLeast(rand.Uint64(), ex, r.load)
 }
 
 // buildState makes a state from cfg, reusing unchanged deployments of prev so
 // their pools and health survive a reload.
-func buildState(cfg *Config, keys Verifier, prev *state, now time.Time) (*state, error) {
+func buildState(cfg *config.Config, keys Verifier, prev *state, now time.Time) (*state, error) {
 	st := &state{
 		cfg:    cfg,
 		keys:   keys,
-		deps:   make(map[string]*deployment, len(cfg.Upstreams)),
+		deps:   make(map[string]*upstream.Deployment, len(cfg.Upstreams)),
 		models: make(map[string]*model, len(cfg.Models)),
 		groups: make(map[string]map[string]bool, len(cfg.Groups)),
 	}
 	for _, u := range cfg.Upstreams {
-		fam, _ := parseFamily(u.Family)
+		fam, _ := family.Parse(u.Family)
 		if prev != nil {
-			if d, ok := prev.deps[u.Name]; ok && d.same(u, cfg.Timeouts, cfg.Health) {
+			if d, ok := prev.deps[u.Name]; ok && d.Same(u, cfg.Timeouts, cfg.Health) {
 				st.deps[u.Name] = d
 				st.hasFamily[fam] = true
 				continue
 			}
 		}
-		st.deps[u.Name] = newDeployment(u, fam, cfg.Timeouts, cfg.Health)
+		st.deps[u.Name] = upstream.New(u, cfg.Timeouts, cfg.Health)
 		st.hasFamily[fam] = true
 	}
 	for _, g := range cfg.Groups {
@@ -121,20 +64,9 @@ func buildState(cfg *Config, keys Verifier, prev *state, now time.Time) (*state,
 		st.groups[g.Name] = members
 	}
 	for _, mc := range cfg.Models {
-		m := &model{id: mc.ID, image: mc.Image}
-		var err error
-		if m.routes, err = st.routesFor(mc, nil); err != nil {
-			return nil, fmt.Errorf("models %q: %w", mc.ID, err)
-		}
-		if len(st.groups) > 0 {
-			m.grouped = make(map[string]*[numFamilies]*route, len(st.groups))
-			for name, members := range st.groups {
-				rs, err := st.routesFor(mc, members)
-				if err != nil {
-					return nil, fmt.Errorf("models %q, group %q: %w", mc.ID, name, err)
-				}
-				m.grouped[name] = &rs
-			}
+		m, err := st.newModel(mc)
+		if err != nil {
+			return nil, err
 		}
 		st.models[mc.ID] = m
 	}
@@ -146,21 +78,43 @@ func buildState(cfg *Config, keys Verifier, prev *state, now time.Time) (*state,
 	return st, nil
 }
 
-func (st *state) routesFor(mc ModelConfig, members map[string]bool) ([numFamilies]*route, error) {
-	var byFam [numFamilies][]*deployment
+// newModel makes the routes of mc over the state's deployments: per family,
+// and per group when there are groups.
+func (st *state) newModel(mc config.Model) (*model, error) {
+	m := &model{id: mc.ID, image: mc.Image}
+	var err error
+	if m.routes, err = st.routesFor(mc, nil); err != nil {
+		return nil, fmt.Errorf("models %q: %w", mc.ID, err)
+	}
+	if len(st.groups) == 0 {
+		return m, nil
+	}
+	m.grouped = make(map[string]*[family.Count]*upstream.Route, len(st.groups))
+	for name, members := range st.groups {
+		rs, err := st.routesFor(mc, members)
+		if err != nil {
+			return nil, fmt.Errorf("models %q, group %q: %w", mc.ID, name, err)
+		}
+		m.grouped[name] = &rs
+	}
+	return m, nil
+}
+
+func (st *state) routesFor(mc config.Model, members map[string]bool) ([family.Count]*upstream.Route, error) {
+	var byFam [family.Count][]*upstream.Deployment
 	for _, name := range mc.Upstreams {
 		if members != nil && !members[name] {
 			continue
 		}
 		d := st.deps[name]
-		byFam[d.family] = append(byFam[d.family], d)
+		byFam[d.Family()] = append(byFam[d.Family()], d)
 	}
-	var routes [numFamilies]*route
+	var routes [family.Count]*upstream.Route
 	for fam, deps := range byFam {
 		if len(deps) == 0 {
 			continue
 		}
-		r, err := newRoute(deps)
+		r, err := upstream.NewRoute(deps)
 		if err != nil {
 			return routes, err
 		}
@@ -171,7 +125,7 @@ func (st *state) routesFor(mc ModelConfig, members map[string]bool) ([numFamilie
 
 // routeFor returns the model's route for a family, restricted to group when
 // group is not empty. ok is false when the model is unknown.
-func (st *state) routeFor(modelID []byte, fam Family, group []byte) (m *model, r *route, ok bool) {
+func (st *state) routeFor(modelID []byte, fam family.Family, group []byte) (m *model, r *upstream.Route, ok bool) {
 	m, ok = st.models[b2s(modelID)]
 	if !ok {
 		return nil, nil, false
@@ -207,7 +161,7 @@ type reasoningEntry struct {
 // reasoning block is shown with no efforts and default_effort "none".
 // created is the config's value, else the time the model was first loaded by
 // this process (kept across reloads).
-func modelListBody(cfg *Config, prev *state, now time.Time) ([]byte, error) {
+func modelListBody(cfg *config.Config, prev *state, now time.Time) ([]byte, error) {
 	firstSeen := map[string]int64{}
 	if prev != nil {
 		var old struct{ Data []modelEntry }

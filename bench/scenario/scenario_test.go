@@ -21,6 +21,7 @@ import (
 	"github.com/modelgate/gateway/bench/nginx"
 	"github.com/modelgate/gateway/bench/sim"
 	"github.com/modelgate/gateway/proxy"
+	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -84,7 +85,7 @@ func startGateway(t *testing.T, sims []string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := proxy.ParseConfig(text, func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse(text, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatalf("generated config rejected: %v\n%s", err, text)
 	}
@@ -244,7 +245,7 @@ func TestGatewayConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := proxy.ParseConfig(text, func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse(text, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fastjson"
+
+	native "github.com/modelgate/gateway/proxy/family"
 )
 
 // alphaMessageFields are the top-level fields of a Messages request: the json tags of
@@ -28,34 +30,6 @@ func fieldSet(names ...string) map[string]struct{} {
 		m[n] = struct{}{}
 	}
 	return m
-}
-
-// alphaErrorType is the Anthropic error type of an HTTP status.
-func alphaErrorType(status int) string {
-	switch status {
-	case 400:
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 409:
-		return "conflict_error"
-	case 413:
-		return "request_too_large"
-	case 429:
-		return "rate_limit_error"
-	case 504:
-		return "timeout_error"
-	case 529:
-		return "overloaded_error"
-	}
-	if status >= 500 {
-		return "api_error"
-	}
-	return "invalid_request_error"
 }
 
 // alphaError answers the Anthropic error body; request_id matches the request-id header.
@@ -109,7 +83,7 @@ func (s *Server) alphaMessages(ctx *fasthttp.RequestCtx, c *control) {
 		return
 	}
 	if status, msg := s.checkAlphaRequest(v); status != 0 {
-		s.alphaError(ctx, status, alphaErrorType(status), msg)
+		s.alphaError(ctx, status, native.AlphaErrorType(status), msg)
 		return
 	}
 	m := alphaStream{

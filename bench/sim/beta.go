@@ -6,6 +6,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fastjson"
+
+	native "github.com/modelgate/gateway/proxy/family"
 )
 
 // betaChatFields: the json tags of openai-go ChatCompletionNewParams, plus stream.
@@ -27,20 +29,10 @@ type betaErr struct {
 	param, code string
 }
 
-func betaErrorType(status int) string {
-	switch {
-	case status == 429:
-		return "requests"
-	case status >= 500:
-		return "server_error"
-	}
-	return "invalid_request_error"
-}
-
 // betaError answers the OpenAI error body.
 func betaError(ctx *fasthttp.RequestCtx, e betaErr) {
 	if e.typ == "" {
-		e.typ = betaErrorType(e.status)
+		e.typ = native.BetaErrorType(e.status)
 	}
 	if e.code == "" && e.status == 429 {
 		e.code = "rate_limit_exceeded"

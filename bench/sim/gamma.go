@@ -7,6 +7,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fastjson"
+
+	native "github.com/modelgate/gateway/proxy/family"
 )
 
 // gammaFields are the top-level fields of a GenerateContentRequest: what genai's
@@ -19,38 +21,10 @@ var gammaFields = fieldSet(
 	"cached_content", "service_tier", "continuation_token",
 )
 
-// gammaStatus is the google.rpc status name of an HTTP status.
-func gammaStatus(status int) string {
-	switch status {
-	case 400:
-		return "INVALID_ARGUMENT"
-	case 401:
-		return "UNAUTHENTICATED"
-	case 403:
-		return "PERMISSION_DENIED"
-	case 404:
-		return "NOT_FOUND"
-	case 409:
-		return "ABORTED"
-	case 429:
-		return "RESOURCE_EXHAUSTED"
-	case 501:
-		return "NOT_IMPLEMENTED"
-	case 503:
-		return "UNAVAILABLE"
-	case 504:
-		return "DEADLINE_EXCEEDED"
-	}
-	if status >= 500 {
-		return "INTERNAL"
-	}
-	return "FAILED_PRECONDITION"
-}
-
 func appendGammaError(b []byte, status int, msg string) []byte {
 	b = appendIntField(append(b, `{"error":{`...), "code", int64(status))
 	b = appendStrField(b, "message", msg)
-	b = appendStrField(b, "status", gammaStatus(status))
+	b = appendStrField(b, "status", native.GammaStatus(status))
 	return append(b, "}}"...)
 }
 

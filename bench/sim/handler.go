@@ -8,6 +8,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fastjson"
+
+	native "github.com/modelgate/gateway/proxy/family"
 )
 
 // family is the provider protocol family a request speaks.
@@ -165,7 +167,7 @@ func setJSON(ctx *fasthttp.RequestCtx, status int, body []byte) {
 func (s *Server) fail(ctx *fasthttp.RequestCtx, fam family, status int, msg string) {
 	switch fam {
 	case famAlpha:
-		s.alphaError(ctx, status, alphaErrorType(status), msg)
+		s.alphaError(ctx, status, native.AlphaErrorType(status), msg)
 	case famGamma:
 		gammaError(ctx, status, msg)
 	default:

@@ -4,14 +4,14 @@ import (
 	"fmt"
 
 	"github.com/modelgate/gateway/bench/sim"
-	"github.com/modelgate/gateway/proxy"
+	"github.com/modelgate/gateway/proxy/config"
 )
 
 // demoUpstream is the offline demo: two in-process simulator deployments that
 // speak every family, and a config routing demo models to them.
 type demoUpstream struct {
 	sims   []*sim.Server
-	cfg    *proxy.Config
+	cfg    *config.Config
 	addr   string
 	key    string
 	models []string
@@ -44,7 +44,7 @@ func startDemo() (*demoUpstream, error) {
 	yaml += fmt.Sprintf("  - {id: demo-image, image: true, upstreams: [%s, %s, %s, %s]}\n", names[1], names[2], names[4], names[5])
 	yaml += fmt.Sprintf("groups:\n  - {name: a, upstreams: [%s, %s, %s]}\n  - {name: b, upstreams: [%s, %s, %s]}\n",
 		names[0], names[1], names[2], names[3], names[4], names[5])
-	cfg, err := proxy.ParseConfig([]byte(yaml), func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("BUG: demo config: %w", err)

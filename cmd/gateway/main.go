@@ -25,6 +25,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy"
+	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -75,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var cfg *proxy.Config
+	var cfg *config.Config
 	var demo *demoUpstream
 	if *configPath == "" {
 		demo, err = startDemo()
@@ -86,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		cfg = demo.cfg
 		log.Warn("no provider configured: serving the offline demo against the bundled upstream simulator",
 			"simulator", demo.addr, "demo_key", demo.key, "models", demo.models)
-	} else if cfg, err = proxy.LoadConfig(*configPath); err != nil {
+	} else if cfg, err = config.Load(*configPath); err != nil {
 		return err
 	}
 	if *listen != "" {
@@ -133,7 +134,7 @@ type serveOptions struct {
 	access      *slog.Logger // nil: no access log
 }
 
-func serve(cfg *proxy.Config, o serveOptions) error {
+func serve(cfg *config.Config, o serveOptions) error {
 	log := o.log
 	// Take the signals before anything is announced: a SIGHUP that arrives
 	// right after "listening" must reload, not kill the process.
@@ -154,38 +155,58 @@ func serve(cfg *proxy.Config, o serveOptions) error {
 		st.Close()
 		return err
 	}
-	served := make(chan error, 2)
-	srv := gw.NewServer()
-	go func() { served <- srv.Serve(lns[0]) }()
-	var admin *fasthttp.Server
+	r := start(gw, st, lns, log)
+	log.Info("gateway listening", "addr", lns[0].Addr().String(), "store", cfg.Store.Path, "version", version)
+	return r.wait(sigs, o)
+}
+
+// running is a started gateway: its servers, store and janitor.
+type running struct {
+	gw          *proxy.Gateway
+	st          io.Closer
+	srv, admin  *fasthttp.Server // admin is nil without an admin listener
+	served      chan error
+	stopJanitor func()
+}
+
+// start serves gw on lns (the client listener, then the admin one if any)
+// and starts the janitor.
+func start(gw *proxy.Gateway, st io.Closer, lns []net.Listener, log *slog.Logger) *running {
+	r := &running{gw: gw, st: st, served: make(chan error, 2), srv: gw.NewServer()}
+	go func() { r.served <- r.srv.Serve(lns[0]) }()
 	if len(lns) > 1 {
-		admin = gw.NewAdminServer()
-		go func() { served <- admin.Serve(lns[1]) }()
+		r.admin = gw.NewAdminServer()
+		go func() { r.served <- r.admin.Serve(lns[1]) }()
 		log.Info("admin listening", "addr", lns[1].Addr().String())
 	}
-	stopJanitor := gw.StartJanitor()
-	log.Info("gateway listening", "addr", lns[0].Addr().String(), "store", cfg.Store.Path, "version", version)
+	r.stopJanitor = gw.StartJanitor()
+	return r
+}
 
+// wait serves until a server fails or a signal stops the gateway: SIGHUP
+// reloads the config, SIGINT and SIGTERM drain and shut down.
+func (r *running) wait(sigs <-chan os.Signal, o serveOptions) error {
+	log := o.log
 	for {
 		select {
-		case err := <-served:
-			srv.Shutdown()
-			if admin != nil {
-				admin.Shutdown()
+		case err := <-r.served:
+			r.srv.Shutdown()
+			if r.admin != nil {
+				r.admin.Shutdown()
 			}
-			stopJanitor()
-			st.Close()
+			r.stopJanitor()
+			r.st.Close()
 			return err
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				reload(gw, o.configPath, log)
+				reload(r.gw, o.configPath, log)
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String(), "grace", o.grace.String())
-			gw.Drain()
-			err := shutdown(srv, admin, o.grace, log)
-			stopJanitor()
-			if cerr := st.Close(); cerr != nil {
+			r.gw.Drain()
+			err := shutdown(r.srv, r.admin, o.grace, log)
+			r.stopJanitor()
+			if cerr := r.st.Close(); cerr != nil {
 				log.Error("cannot close store", "err", cerr)
 			}
 			if err != nil {
@@ -238,7 +259,7 @@ func reload(gw *proxy.Gateway, configPath string, log *slog.Logger) {
 		log.Warn("reload ignored: the demo has no config file")
 		return
 	}
-	cfg, err := proxy.LoadConfig(configPath)
+	cfg, err := config.Load(configPath)
 	if err == nil {
 		cfg.Listen = gw.Config().Listen
 		err = gw.Reload(cfg)
@@ -281,7 +302,7 @@ func check(args []string, stdout, stderr io.Writer) error {
 	if *configPath == "" {
 		return errors.New("check: -config FILE is required")
 	}
-	cfg, err := proxy.LoadConfig(*configPath)
+	cfg, err := config.Load(*configPath)
 	if err != nil {
 		return err
 	}

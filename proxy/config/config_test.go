@@ -1,4 +1,4 @@
-package proxy
+package config
 
 import (
 	"strings"
@@ -23,7 +23,7 @@ func env(vars map[string]string) func(string) (string, bool) {
 }
 
 func TestParseConfigExpandsEnvAndDefaults(t *testing.T) {
-	cfg, err := ParseConfig([]byte(minimalConfig), env(map[string]string{"KEY_A": "secret-a", "UP": "up-key"}))
+	cfg, err := Parse([]byte(minimalConfig), env(map[string]string{"KEY_A": "secret-a", "UP": "up-key"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestParseConfigExpandsEnvAndDefaults(t *testing.T) {
 }
 
 func TestParseConfigMissingEnv(t *testing.T) {
-	_, err := ParseConfig([]byte(minimalConfig), env(map[string]string{"KEY_A": "x"}))
+	_, err := Parse([]byte(minimalConfig), env(map[string]string{"KEY_A": "x"}))
 	if err == nil || !strings.Contains(err.Error(), "UP") {
 		t.Fatalf("want an error naming UP, got %v", err)
 	}
@@ -53,7 +53,7 @@ func TestConfigValidationNamesField(t *testing.T) {
 	f := func(name, yaml, wantField string) {
 		t.Helper()
 		t.Run(name, func(t *testing.T) {
-			_, err := ParseConfig([]byte(yaml), env(nil))
+			_, err := Parse([]byte(yaml), env(nil))
 			if err == nil {
 				t.Fatalf("want an error naming %s", wantField)
 			}
@@ -91,20 +91,4 @@ func TestConfigValidationNamesField(t *testing.T) {
 	f("group unknown upstream", base(okKeys, okUps, okModels)+"groups:\n  - {name: g, upstreams: [zz]}\n", "groups[0].upstreams[0]")
 	f("bad engine", base(okKeys, okUps, okModels)+"store: {engine: redis}\n", "store.engine")
 	f("bad expiry default", base(okKeys, okUps, okModels)+"files: {default_expires_in: 10m}\n", "files.default_expires_in")
-}
-
-func TestHashedKeys(t *testing.T) {
-	keys := NewHashedKeys([]KeyConfig{{ID: "a", Key: "key-a"}, {ID: "b", SHA256: HashKey("key-b")}})
-	f := func(key, wantID string, wantOK bool) {
-		t.Helper()
-		id, ok := keys.Verify([]byte(key))
-		if id != wantID || ok != wantOK {
-			t.Fatalf("Verify(%q) = %q, %v; want %q, %v", key, id, ok, wantID, wantOK)
-		}
-	}
-	f("key-a", "a", true)
-	f("key-b", "b", true)
-	f("key-c", "", false)
-	f("", "", false)
-	f("key-a ", "", false)
 }

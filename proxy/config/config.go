@@ -1,0 +1,165 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the routing configuration: callers, upstream deployments and models.
+// It is loaded from one YAML file; see the README for every field.
+type Config struct {
+	Listen    string     `yaml:"listen"`
+	Store     Store      `yaml:"store"`
+	Keys      []Key      `yaml:"keys"`
+	Upstreams []Upstream `yaml:"upstreams"`
+	Models    []Model    `yaml:"models"`
+	Groups    []Group    `yaml:"groups"`
+	Timeouts  Timeouts   `yaml:"timeouts"`
+	Health    Health     `yaml:"health"`
+	Limits    Limits     `yaml:"limits"`
+	Responses Responses  `yaml:"responses"`
+	Files     Files      `yaml:"files"`
+}
+
+// Store selects the durable store.
+type Store struct {
+	Engine string `yaml:"engine"` // "pebble" (the default)
+	Path   string `yaml:"path"`   // directory of the embedded store
+}
+
+// Key is one caller. Exactly one of Key and SHA256 is set.
+type Key struct {
+	ID     string `yaml:"id"`
+	Key    string `yaml:"key"`
+	SHA256 string `yaml:"sha256"`
+}
+
+// Upstream is one deployment of a provider.
+type Upstream struct {
+	Name    string `yaml:"name"`
+	Family  string `yaml:"family"`
+	BaseURL string `yaml:"base_url"`
+	APIKey  string `yaml:"api_key"`
+	// MaxConns bounds the pooled connections to this deployment (default 512).
+	MaxConns int `yaml:"max_conns"`
+}
+
+// Model is one routable model.
+type Model struct {
+	ID                  string     `yaml:"id"`
+	Upstreams           []string   `yaml:"upstreams"`
+	Image               bool       `yaml:"image"`
+	OwnedBy             string     `yaml:"owned_by"`
+	Created             int64      `yaml:"created"`
+	SupportedParameters []string   `yaml:"supported_parameters"`
+	Reasoning           *Reasoning `yaml:"reasoning"`
+}
+
+// Reasoning is shown in the model list.
+type Reasoning struct {
+	SupportedEfforts  []string `yaml:"supported_efforts"`
+	DefaultEffort     string   `yaml:"default_effort"`
+	DefaultEnabled    bool     `yaml:"default_enabled"`
+	SupportsMaxTokens bool     `yaml:"supports_max_tokens"`
+	Mandatory         bool     `yaml:"mandatory"`
+}
+
+// Group names a subset of deployments, addressed by the /gamma/{group} and
+// /alpha/{group} path forms.
+type Group struct {
+	Name      string   `yaml:"name"`
+	Upstreams []string `yaml:"upstreams"`
+}
+
+// Timeouts bounds the time spent on an upstream call.
+type Timeouts struct {
+	Connect   Duration `yaml:"connect"`    // dial; default 5s
+	FirstByte Duration `yaml:"first_byte"` // request sent → first answer byte; default 10m
+	Idle      Duration `yaml:"idle"`       // between two reads of a streamed answer; default 5m
+}
+
+// Health sets when a failing deployment is excluded, and for how long.
+type Health struct {
+	Failures int      `yaml:"failures"` // consecutive failures that exclude; default 3
+	Cooldown Duration `yaml:"cooldown"` // how long it stays excluded; default 10s
+}
+
+// Limits bounds request bodies per route kind.
+type Limits struct {
+	MaxBodyBytes      int `yaml:"max_body_bytes"`       // chat, messages, responses; default 32 MiB
+	MaxImageBodyBytes int `yaml:"max_image_body_bytes"` // images and generateContent; default 64 MiB
+}
+
+// Responses sets how long ownership records are kept.
+type Responses struct {
+	Retention Duration `yaml:"retention"` // default 720h (30 days)
+}
+
+// Files sets the default expiry of uploaded files.
+type Files struct {
+	DefaultExpiresIn Duration `yaml:"default_expires_in"` // default 720h (30 days)
+}
+
+// Duration is a time.Duration written as a Go duration string ("10s", "5m").
+type Duration time.Duration
+
+// UnmarshalYAML reads a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: invalid duration %q", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// Load reads, expands and validates the config file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read config: %w", err)
+	}
+	cfg, err := Parse(data, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse expands ${VAR} references with lookup, decodes the YAML strictly
+// (an unknown field is an error) and validates the result.
+func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	var missing []string
+	expanded := envRef.ReplaceAllStringFunc(string(data), func(ref string) string {
+		name := ref[2 : len(ref)-1]
+		v, ok := lookup(name)
+		if !ok {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("environment variables not set: %s", strings.Join(missing, ", "))
+	}
+	dec := yaml.NewDecoder(strings.NewReader(expanded))
+	dec.KnownFields(true)
+	var cfg Config
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("cannot parse YAML: %w", err)
+	}
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}

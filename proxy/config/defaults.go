@@ -1,0 +1,47 @@
+package config
+
+import "time"
+
+// EnsureDefaults fills every zero field that has a default.
+func (c *Config) EnsureDefaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.Store.Engine == "" {
+		c.Store.Engine = "pebble"
+	}
+	if c.Store.Path == "" {
+		c.Store.Path = "./data"
+	}
+	setDefault(&c.Timeouts.Connect, 5*time.Second)
+	setDefault(&c.Timeouts.FirstByte, 10*time.Minute)
+	setDefault(&c.Timeouts.Idle, 5*time.Minute)
+	if c.Health.Failures == 0 {
+		c.Health.Failures = 3
+	}
+	setDefault(&c.Health.Cooldown, 10*time.Second)
+	if c.Limits.MaxBodyBytes == 0 {
+		c.Limits.MaxBodyBytes = 32 << 20
+	}
+	if c.Limits.MaxImageBodyBytes == 0 {
+		c.Limits.MaxImageBodyBytes = 64 << 20
+	}
+	setDefault(&c.Responses.Retention, 720*time.Hour)
+	setDefault(&c.Files.DefaultExpiresIn, 720*time.Hour)
+	for i := range c.Upstreams {
+		if c.Upstreams[i].MaxConns == 0 {
+			c.Upstreams[i].MaxConns = 512
+		}
+	}
+	for i := range c.Models {
+		if c.Models[i].OwnedBy == "" {
+			c.Models[i].OwnedBy = "system"
+		}
+	}
+}
+
+func setDefault(d *Duration, v time.Duration) {
+	if *d == 0 {
+		*d = Duration(v)
+	}
+}

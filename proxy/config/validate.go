@@ -1,0 +1,221 @@
+package config
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelgate/gateway/proxy/family"
+)
+
+// problems collects what validation finds, in the order found; each error
+// names its field.
+type problems []error
+
+func (p *problems) add(field, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+}
+
+// Validate checks the config; its errors name the offending field.
+func (c *Config) Validate() error {
+	var p problems
+	if c.Store.Engine != "pebble" {
+		p.add("store.engine", "unsupported engine %q (supported: pebble)", c.Store.Engine)
+	}
+	p.keys(c.Keys)
+	ups := p.upstreams(c.Upstreams)
+	p.models(c.Models, ups)
+	p.groups(c.Groups, ups)
+	p.limits(c)
+	return errors.Join(p...)
+}
+
+func (p *problems) keys(keys []Key) {
+	if len(keys) == 0 {
+		p.add("keys", "at least one caller key is required")
+	}
+	ids := map[string]bool{}
+	for i, k := range keys {
+		f := fmt.Sprintf("keys[%d]", i)
+		switch {
+		case k.ID == "":
+			p.add(f+".id", "required")
+		case strings.ContainsRune(k.ID, 0):
+			p.add(f+".id", "must not contain NUL")
+		case ids[k.ID]:
+			p.add(f+".id", "duplicate id %q", k.ID)
+		}
+		ids[k.ID] = true
+		switch {
+		case k.Key == "" && k.SHA256 == "":
+			p.add(f, "one of key or sha256 is required")
+		case k.Key != "" && k.SHA256 != "":
+			p.add(f, "key and sha256 are mutually exclusive")
+		case k.SHA256 != "":
+			if b, err := hex.DecodeString(k.SHA256); err != nil || len(b) != 32 {
+				p.add(f+".sha256", "must be 64 hex digits")
+			}
+		}
+	}
+}
+
+// upstreams checks the deployments and returns their families by name.
+func (p *problems) upstreams(ups []Upstream) map[string]family.Family {
+	fams := map[string]family.Family{}
+	for i, u := range ups {
+		f := fmt.Sprintf("upstreams[%d]", i)
+		if u.Name == "" {
+			p.add(f+".name", "required")
+		} else if _, dup := fams[u.Name]; dup {
+			p.add(f+".name", "duplicate name %q", u.Name)
+		}
+		fam, ok := family.Parse(u.Family)
+		if !ok {
+			p.add(f+".family", "must be alpha, beta or gamma, not %q", u.Family)
+		}
+		fams[u.Name] = fam
+		if err := checkBaseURL(u.BaseURL); err != nil {
+			p.add(f+".base_url", "%v", err)
+		}
+		if u.MaxConns < 0 {
+			p.add(f+".max_conns", "must be positive")
+		}
+	}
+	return fams
+}
+
+func (p *problems) models(models []Model, ups map[string]family.Family) {
+	ids := map[string]bool{}
+	for i, m := range models {
+		f := fmt.Sprintf("models[%d]", i)
+		if m.ID == "" {
+			p.add(f+".id", "required")
+		} else if ids[m.ID] {
+			p.add(f+".id", "duplicate id %q", m.ID)
+		}
+		ids[m.ID] = true
+		p.modelUpstreams(f, m.Upstreams, ups)
+		if r := m.Reasoning; r != nil {
+			p.reasoning(f+".reasoning", r)
+		}
+	}
+}
+
+// modelUpstreams checks one model's deployments: known, not repeated, and at
+// most 64 of a family (the size of an affinity ring).
+func (p *problems) modelUpstreams(f string, names []string, ups map[string]family.Family) {
+	if len(names) == 0 {
+		p.add(f+".upstreams", "at least one upstream is required")
+	}
+	perFamily := [family.Count]int{}
+	seen := map[string]bool{}
+	for j, name := range names {
+		fam, ok := ups[name]
+		switch {
+		case !ok:
+			p.add(fmt.Sprintf("%s.upstreams[%d]", f, j), "unknown upstream %q", name)
+		case seen[name]:
+			p.add(fmt.Sprintf("%s.upstreams[%d]", f, j), "duplicate upstream %q", name)
+		default:
+			perFamily[fam]++
+		}
+		seen[name] = true
+	}
+	for fam, n := range perFamily {
+		if n > 64 {
+			p.add(f+".upstreams", "at most 64 %s upstreams per model", family.Family(fam))
+		}
+	}
+}
+
+var knownEfforts = map[string]bool{
+	"none": true, "minimal": true, "low": true, "medium": true, "high": true, "xhigh": true, "max": true,
+}
+
+func (p *problems) reasoning(f string, r *Reasoning) {
+	if len(r.SupportedEfforts) == 0 {
+		p.add(f+".supported_efforts", "at least one effort is required")
+	}
+	efforts := map[string]bool{}
+	for j, e := range r.SupportedEfforts {
+		if !knownEfforts[e] {
+			p.add(fmt.Sprintf("%s.supported_efforts[%d]", f, j), "unknown effort %q", e)
+		}
+		efforts[e] = true
+	}
+	if r.DefaultEffort == "" {
+		p.add(f+".default_effort", "required")
+	} else if !efforts[r.DefaultEffort] {
+		p.add(f+".default_effort", "%q is not among supported_efforts", r.DefaultEffort)
+	}
+}
+
+func (p *problems) groups(groups []Group, ups map[string]family.Family) {
+	names := map[string]bool{}
+	for i, g := range groups {
+		f := fmt.Sprintf("groups[%d]", i)
+		if !validGroupName(g.Name) {
+			p.add(f+".name", "must be 1-64 characters of [A-Za-z0-9_.-], not %q", g.Name)
+		} else if names[g.Name] {
+			p.add(f+".name", "duplicate group %q", g.Name)
+		}
+		names[g.Name] = true
+		for j, name := range g.Upstreams {
+			if _, ok := ups[name]; !ok {
+				p.add(fmt.Sprintf("%s.upstreams[%d]", f, j), "unknown upstream %q", name)
+			}
+		}
+	}
+}
+
+// limits checks the health, body limit and file expiry settings.
+func (p *problems) limits(c *Config) {
+	if c.Health.Failures < 1 {
+		p.add("health.failures", "must be at least 1")
+	}
+	if c.Limits.MaxBodyBytes < 1<<10 {
+		p.add("limits.max_body_bytes", "must be at least 1024")
+	}
+	if c.Limits.MaxImageBodyBytes < 1<<10 {
+		p.add("limits.max_image_body_bytes", "must be at least 1024")
+	}
+	if d := c.Files.DefaultExpiresIn.D(); d < time.Hour || d > 90*24*time.Hour {
+		p.add("files.default_expires_in", "must be between 1h and 2160h (the upload limits)")
+	}
+}
+
+func checkBaseURL(s string) error {
+	if s == "" {
+		return errors.New("required")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("invalid URL: %v", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("scheme must be http or https, not %q", u.Scheme)
+	}
+	if u.Host == "" {
+		return errors.New("host is required")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return errors.New("must not have a query or fragment")
+	}
+	return nil
+}
+
+func validGroupName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,13 @@
+// Package proxy owns the gateway's client side: the fasthttp handlers of
+// every family and endpoint, authentication, the rejections answered without
+// an upstream, the lifecycle of one request (call: read, peek, route, forward,
+// finish), Responses ownership, user-data files, images, the Gateway with its
+// reloadable state, metrics and the access log.
+//
+// It does not own the configuration's types, loading and validation
+// (proxy/config), the families' native error shapes (proxy/family), the
+// deployments, their connections, health and the relay of answers and SSE
+// (proxy/upstream), body parsing (parse), the choice of a deployment for a
+// session (affinity) or durable records (store). Its sub-packages never
+// import it.
+package proxy

@@ -1,0 +1,141 @@
+package upstream
+
+import (
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/family"
+)
+
+// Deployment is one upstream account of a provider: a pooled connection set,
+// its credentials, an atomic health state and an in-flight count. Safe for
+// concurrent use. Deployments outlive config reloads when unchanged, so their
+// connection pools and health carry over.
+type Deployment struct {
+	name   string
+	family family.Family
+	// The upstream URL is scheme://host + basePath + the endpoint path;
+	// basePath is the base URL's path without a trailing slash.
+	scheme   []byte
+	host     []byte // host[:port], as the base URL gives it
+	basePath string
+	apiKey   string
+	bearer   []byte // "Bearer <apiKey>"
+	client   *fasthttp.HostClient
+	cfg      config.Upstream
+
+	inflight atomic.Int64
+	failures atomic.Int32
+	// downUntil is the unix-nano time until which the deployment is excluded.
+	downUntil atomic.Int64
+
+	maxFailures int32
+	cooldown    time.Duration
+
+	// Stats holds picks, session moves and the deployment's metrics.
+	Stats Stats
+}
+
+// New makes the deployment u, which must have passed config validation, with
+// the process's timeouts t and health settings h.
+func New(u config.Upstream, t config.Timeouts, h config.Health) *Deployment {
+	pu, _ := url.Parse(u.BaseURL) // validated by Config.Validate
+	fam, _ := family.Parse(u.Family)
+	isTLS := pu.Scheme == "https"
+	addr := pu.Host
+	if pu.Port() == "" {
+		if isTLS {
+			addr += ":443"
+		} else {
+			addr += ":80"
+		}
+	}
+	d := &Deployment{
+		name:        u.Name,
+		family:      fam,
+		scheme:      []byte(pu.Scheme),
+		host:        []byte(pu.Host),
+		basePath:    strings.TrimRight(pu.EscapedPath(), "/"),
+		apiKey:      u.APIKey,
+		bearer:      []byte("Bearer " + u.APIKey),
+		cfg:         u,
+		maxFailures: int32(h.Failures),
+		cooldown:    h.Cooldown.D(),
+	}
+	d.client = newClient(addr, isTLS, u.MaxConns, t)
+	return d
+}
+
+func newClient(addr string, isTLS bool, maxConns int, t config.Timeouts) *fasthttp.HostClient {
+	dial := &dialer{connect: t.Connect.D(), firstByte: t.FirstByte.D(), idle: t.Idle.D()}
+	return &fasthttp.HostClient{
+		Addr:                          addr,
+		Name:                          "",
+		NoDefaultUserAgentHeader:      true,
+		IsTLS:                         isTLS,
+		Dial:                          dial.Dial,
+		MaxConns:                      maxConns,
+		MaxIdleConnDuration:           30 * time.Second,
+		MaxIdemponentCallAttempts:     1,
+		ReadBufferSize:                8 << 10,
+		WriteBufferSize:               8 << 10,
+		DisableHeaderNamesNormalizing: true,
+		DisablePathNormalizing:        true,
+		MaxResponseBodySize:           0,
+		MaxConnWaitTimeout:            t.Connect.D(),
+	}
+}
+
+// Same reports whether the deployment can be kept across a reload to u.
+func (d *Deployment) Same(u config.Upstream, t config.Timeouts, h config.Health) bool {
+	return d.cfg == u && d.maxFailures == int32(h.Failures) && d.cooldown == h.Cooldown.D()
+}
+
+// Name is the deployment's configured name.
+func (d *Deployment) Name() string { return d.name }
+
+// Family is the protocol family the deployment speaks.
+func (d *Deployment) Family() family.Family { return d.family }
+
+// InFlight is the number of upstream calls under way.
+func (d *Deployment) InFlight() int64 { return d.inflight.Load() }
+
+// Addr is the host:port the deployment's connections go to.
+func (d *Deployment) Addr() string { return d.client.Addr }
+
+// Conns is the number of open connections to the deployment.
+func (d *Deployment) Conns() int { return d.client.ConnsCount() }
+
+// Target points req at path of the deployment. scratch is a buffer for the
+// URL path, returned for reuse.
+func (d *Deployment) Target(req *fasthttp.Request, scratch []byte, path string) []byte {
+	// The URL is set by its parts, which spares the client parsing it whole.
+	u := req.URI()
+	u.SetSchemeBytes(d.scheme)
+	u.SetHostBytes(d.host)
+	scratch = append(append(scratch[:0], d.basePath...), path...)
+	u.SetPathBytes(scratch)
+	return scratch
+}
+
+// SetCredentials sets the provider's auth headers on h: alpha x-api-key (and
+// anthropic-version when the client sent none), beta a Bearer token, gamma
+// x-goog-api-key.
+func (d *Deployment) SetCredentials(h *fasthttp.RequestHeader) {
+	switch d.family {
+	case family.Alpha:
+		h.Set("X-Api-Key", d.apiKey)
+		if len(h.Peek("Anthropic-Version")) == 0 {
+			h.Set("Anthropic-Version", "2023-06-01")
+		}
+	case family.Beta:
+		h.SetBytesV(fasthttp.HeaderAuthorization, d.bearer)
+	case family.Gamma:
+		h.Set("X-Goog-Api-Key", d.apiKey)
+	}
+}

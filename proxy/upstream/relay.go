@@ -1,0 +1,165 @@
+package upstream
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy/family"
+)
+
+// Relay carries one upstream call of a client request and copies its answer
+// to the client: the status and end-to-end headers, then the body, buffered
+// when it was read whole, else streamed (SSE event by event, see WriteTo).
+// It lives inside the caller's pooled request state: the zero value is
+// ready, and Reset makes it so again. Not safe for concurrent use.
+type Relay struct {
+	// resp is the upstream answer; the upstream request is pooled apart (see
+	// Send), so an open stream does not hold it.
+	resp fasthttp.Response
+	dep  *Deployment
+
+	// what is known once a streamed answer begins
+	stream    io.Reader
+	fam       family.Family
+	responses bool // a Responses stream: its final events are its own
+	sse       bool
+	fixedSize bool
+	tap       Tap
+	heads     eventHeads
+	ssePeek   [ssePeekSize]byte // an SSE relay's idle read; see WriteTo
+	peek      upstreamPeek      // into the upstream's read buffer, when canPeek
+	canPeek   bool
+	pending   []byte // an error frame still to be written
+	broken    bool   // the stream ended in error: pending is all that is left
+	sent      int64  // body bytes relayed
+	firstByte time.Time
+}
+
+// Tap sees every chunk of a streamed answer as it is read, before the client
+// does; it may Abort the relay.
+type Tap interface {
+	Chunk(p []byte)
+}
+
+// Reset makes r ready for another call.
+func (r *Relay) Reset() {
+	r.resp.Reset()
+	r.dep, r.stream, r.tap = nil, nil, nil
+	r.sse, r.fixedSize, r.broken, r.responses = false, false, false, false
+	r.heads = eventHeads{}
+	r.peek, r.canPeek = upstreamPeek{}, false
+	r.pending = r.pending[:0]
+	r.sent, r.firstByte = 0, time.Time{}
+}
+
+// Send makes the upstream call req to dep; stream asks for the answer's body
+// as a stream. On success the deployment's in-flight count stays raised
+// until the answer is relayed; on failure the deployment's health counts it.
+// req may be released as soon as Send returns.
+func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error {
+	r.dep = dep
+	r.resp.StreamBody = stream
+	dep.inflight.Add(1)
+	err := dep.client.Do(req, &r.resp)
+	if err != nil {
+		dep.inflight.Add(-1)
+		dep.Failed()
+	}
+	return err
+}
+
+// Begin records the answer in the deployment's health and copies its status
+// and headers to out, but for the upstream's hop-by-hop headers and those the
+// gateway sets itself. It returns the status.
+func (r *Relay) Begin(out *fasthttp.Response) int {
+	status := r.resp.StatusCode()
+	if FailureStatus(status) {
+		r.dep.Failed()
+	} else {
+		r.dep.Succeeded()
+	}
+	out.SetStatusCode(status)
+	out.Header.DisableNormalizing() // the provider's header names go out as it sent them
+	for name, value := range r.resp.Header.All() {
+		if !strippedResponseHeader(name) {
+			out.Header.AddBytesKV(name, value)
+		}
+	}
+	return status
+}
+
+// Streamed reports whether the answer's body comes as a stream, to be
+// relayed by Stream; otherwise Body holds it whole.
+func (r *Relay) Streamed() bool { return r.resp.BodyStream() != nil }
+
+// Body returns an answer read whole and ends the deployment's in-flight
+// count. It is valid until Reset.
+func (r *Relay) Body() []byte {
+	r.dep.inflight.Add(-1)
+	return r.resp.Body()
+}
+
+// Stream prepares the relay of a streamed answer as the body of out, whose
+// family fam (a Responses stream when responses is set) decides how a broken
+// SSE stream is ended; tap, when not nil, sees every chunk. It returns the
+// body size to give fasthttp's SetBodyStream: -1 when unknown or SSE.
+func (r *Relay) Stream(out *fasthttp.Response, fam family.Family, responses bool, tap Tap) int {
+	r.stream = r.resp.BodyStream()
+	r.fam, r.responses, r.tap = fam, responses, tap
+	r.sse = bytes.HasPrefix(r.resp.Header.ContentType(), []byte("text/event-stream"))
+	if r.sse {
+		out.Header.Set("Cache-Control", "no-cache")
+		out.Header.Set("X-Accel-Buffering", "no")
+	}
+	// The headers go out at once, so the client sees the answer begin, unless
+	// body bytes are already here: then they leave with the first of them.
+	r.peek, r.canPeek = peekUpstream(r.stream)
+	out.ImmediateHeaderFlush = !r.canPeek || r.peek.br.Buffered() == 0
+	size := r.resp.Header.ContentLength()
+	if size < 0 || r.sse {
+		size = -1
+	}
+	r.fixedSize = size >= 0
+	return size
+}
+
+// Streaming reports whether a streamed answer is being relayed.
+func (r *Relay) Streaming() bool { return r.stream != nil }
+
+// SSE reports whether the streamed answer is an event stream.
+func (r *Relay) SSE() bool { return r.sse }
+
+// Sent returns the body bytes relayed so far.
+func (r *Relay) Sent() int64 { return r.sent }
+
+// FirstByte returns when the first body byte was read for the client, or
+// the zero time.
+func (r *Relay) FirstByte() time.Time { return r.firstByte }
+
+// Close ends a streamed relay: the upstream body is closed (its connection
+// reused when fully read, else closed, which cancels the upstream call) and
+// the deployment's in-flight count ends.
+func (r *Relay) Close() {
+	r.resp.CloseBodyStream()
+	r.dep.inflight.Add(-1)
+}
+
+// strippedResponseHeaders are the upstream's hop-by-hop headers and those the
+// gateway sets itself. Upstreams name headers in any case.
+var strippedResponseHeaders = [...]string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Trailer", "Te",
+	"Server", "Date", "X-Request-Id", "Request-Id", "Content-Length",
+}
+
+func strippedResponseHeader(name []byte) bool {
+	for _, s := range strippedResponseHeaders {
+		if len(s) == len(name) && strings.EqualFold(s, b2s(name)) {
+			return true
+		}
+	}
+	return false
+}

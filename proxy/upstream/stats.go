@@ -1,0 +1,45 @@
+package upstream
+
+import (
+	"sync/atomic"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// Stats is what a deployment carries for metrics. The zero value is ready;
+// safe for concurrent use. Picks and moves live with the deployment, so they
+// restart from zero when a reload replaces it (Prometheus' rate() reads that
+// as a counter reset).
+type Stats struct {
+	picks atomic.Uint64
+	// moves counts the picks with a session key that did not go to the key's
+	// first choice, because that one was excluded or had failed.
+	moves atomic.Uint64
+	// Meter holds the deployment's histograms and counters, set by the
+	// gateway's metrics on first use; they live in the gateway's
+	// metrics.Set by name and survive a reload.
+	Meter atomic.Pointer[Meter]
+}
+
+// Meter is a deployment's metrics in the gateway's metrics.Set.
+type Meter struct {
+	Duration  *metrics.Histogram
+	FirstByte *metrics.Histogram
+	// Responses counts answers by status class: 0 for no status, 1..5 for
+	// 1xx..5xx; each counter is created on first use.
+	Responses [6]atomic.Pointer[metrics.Counter]
+}
+
+// picked records one pick of the deployment.
+func (s *Stats) picked(moved bool) {
+	s.picks.Add(1)
+	if moved {
+		s.moves.Add(1)
+	}
+}
+
+// Picks returns how often the deployment was picked.
+func (s *Stats) Picks() uint64 { return s.picks.Load() }
+
+// Moves returns how many of those picks moved a session off its first choice.
+func (s *Stats) Moves() uint64 { return s.moves.Load() }

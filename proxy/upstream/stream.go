@@ -1,0 +1,243 @@
+package upstream
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/family"
+)
+
+// Read relays the upstream body. An SSE stream that the upstream fails or
+// cuts short, even cleanly, is ended with the family's error frame, so the
+// client's SDK reports an error instead of a silently short answer.
+func (r *Relay) Read(p []byte) (int, error) {
+	if r.broken {
+		if len(r.pending) == 0 {
+			return 0, io.EOF
+		}
+		n := copy(p, r.pending)
+		r.pending = r.pending[n:]
+		return n, nil
+	}
+	n, err := r.stream.Read(p)
+	if n > 0 {
+		if r.sent == 0 {
+			r.firstByte = time.Now()
+		}
+		r.sent += int64(n)
+		if r.sse {
+			r.heads.feed(p[:n])
+		}
+		if r.tap != nil {
+			r.tap.Chunk(p[:n])
+			if r.broken { // the tap ended the stream: relay its frame instead
+				return r.Read(p)
+			}
+		}
+	}
+	switch {
+	case err == nil:
+		return n, nil
+	case !r.sse:
+		if err != io.EOF {
+			r.dep.Failed()
+			r.resp.SetConnectionClose()
+		}
+		return n, err
+	case err == io.EOF && !r.heads.midEvent() && r.heads.ended(r.fam, r.responses):
+		return n, io.EOF
+	}
+	r.breakOff(err)
+	return n, nil
+}
+
+// breakOff ends an SSE stream that failed with err, or ended (err is io.EOF)
+// before its final event, with the family's error frame.
+func (r *Relay) breakOff(err error) {
+	msg := "the upstream stream ended before its final event"
+	if err != io.EOF {
+		r.dep.Failed()
+		msg = "the upstream stream was interrupted"
+		if IsTimeout(err) {
+			msg = "the upstream stream timed out"
+		}
+	}
+	r.broken = true
+	r.resp.SetConnectionClose() // the connection's state is unknown: never reuse it
+	r.pending = r.pending[:0]
+	if r.heads.midEvent() {
+		r.pending = append(r.pending, '\n', '\n') // end the cut event so the error stands alone
+	}
+	r.pending = family.AppendStreamError(r.pending, r.fam, r.responses, msg)
+}
+
+// Abort stops relaying the upstream stream and ends it with the family's
+// error frame saying msg.
+func (r *Relay) Abort(msg string) {
+	r.broken = true
+	r.resp.SetConnectionClose()
+	r.pending = append(r.pending[:0], '\n', '\n')
+	r.pending = family.AppendStreamError(r.pending, r.fam, r.responses, msg)
+}
+
+// IsTimeout reports whether err is a timeout.
+func IsTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// relayBufPool holds the buffers of fixed-size relays (images and other large
+// answers).
+var relayBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// ssePeekSize is the read an idle SSE relay waits in. A stream spends most of
+// its life blocked in a read, and whatever buffer that read is given is held
+// per open stream: fasthttp's own chunked loop would hold a pooled 4 KiB one.
+// So the relay waits with this small array of the call's, and takes a pooled
+// buffer only while an event is coming in.
+const ssePeekSize = 96
+
+// SupportsBodyWriteTo tells whether the body should be relayed with WriteTo:
+// a fixed-size body would otherwise be copied through bufio.Writer.ReadFrom,
+// allocating 32 KiB per answer, and an SSE body through a pooled 4 KiB buffer
+// held while the stream idles.
+func (r *Relay) SupportsBodyWriteTo() bool { return r.fixedSize || r.sse }
+
+// WriteTo relays the upstream body to w: SSE through writeEventsTo, any other
+// body with one write and one flush per upstream read.
+func (r *Relay) WriteTo(w io.Writer) (int64, error) {
+	if r.sse {
+		return r.writeEventsTo(w)
+	}
+	bp := relayBufPool.Get().(*[]byte)
+	defer relayBufPool.Put(bp)
+	buf := *bp
+	flusher, _ := w.(interface{ Flush() error })
+	var written int64
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			m, werr := w.Write(buf[:n])
+			written += int64(m)
+			if werr == nil && flusher != nil {
+				werr = flusher.Flush()
+			}
+			if werr != nil {
+				return written, werr
+			}
+		}
+		if err == io.EOF {
+			return written, nil
+		}
+		if err != nil {
+			return written, err
+		}
+	}
+}
+
+// writeEventsTo relays an SSE body. Each round waits for data in a small
+// read, then goes on into a pooled buffer while the event is unfinished or
+// the next upstream chunk is already buffered (see upstreamPeek), and writes
+// what it gathered as one chunk. So a burst of events leaves in one write,
+// an idle stream holds no buffer, and no finished event waits for the
+// network: only the bytes of an unfinished event wait for its rest. Where
+// the connection's writer can be reached (chunkWriter), output is flushed
+// only before a read that may wait, so the last events leave together with
+// the end of the body.
+func (r *Relay) writeEventsTo(w io.Writer) (int64, error) {
+	bw := chunkWriter(w)
+	var written int64
+	for {
+		if bw != nil && !r.upstreamReady() && !(r.canPeek && r.peek.ended()) {
+			if err := bw.Flush(); err != nil {
+				return written, err
+			}
+		}
+		n, err := r.relayEvents(w, bw)
+		written += n
+		if err == io.EOF {
+			return written, nil
+		}
+		if err != nil {
+			return written, err
+		}
+	}
+}
+
+// relayEvents relays one round of writeEventsTo: the wait in the small read,
+// then what can be gathered after it, written as one chunk.
+func (r *Relay) relayEvents(w io.Writer, bw *bufio.Writer) (int64, error) {
+	n, err := r.Read(r.ssePeek[:])
+	if n == 0 {
+		return 0, err
+	}
+	bp := relayBufPool.Get().(*[]byte)
+	defer relayBufPool.Put(bp)
+	buf := append((*bp)[:0], r.ssePeek[:n]...)
+	var written int64
+	for err == nil && len(buf) < cap(buf) {
+		if !r.upstreamReady() {
+			if !r.heads.midEvent() {
+				break
+			}
+			// The rest of this event may take a while: what is finished goes first.
+			m, werr := flushEvents(w, bw, &buf)
+			written += int64(m)
+			if werr != nil {
+				return written, werr
+			}
+		}
+		var m int
+		m, err = r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if m == 0 {
+			break
+		}
+	}
+	m, werr := writeEvents(w, bw, buf)
+	written += int64(m)
+	if werr != nil {
+		return written, werr
+	}
+	return written, err
+}
+
+// flushEvents writes the finished events at the start of *buf, keeps the
+// rest there, and flushes bw when there is one.
+func flushEvents(w io.Writer, bw *bufio.Writer, buf *[]byte) (int, error) {
+	var m int
+	if end := parse.LastEventEnd(*buf); end > 0 {
+		var err error
+		m, err = writeEvents(w, bw, (*buf)[:end])
+		if err != nil {
+			return m, err
+		}
+		*buf = (*buf)[:copy(*buf, (*buf)[end:])]
+	}
+	if bw != nil {
+		return m, bw.Flush()
+	}
+	return m, nil
+}
+
+// upstreamReady reports whether the next read of the upstream body returns
+// data without waiting (see upstreamPeek); false when that cannot be seen.
+func (r *Relay) upstreamReady() bool { return r.canPeek && r.peek.ready() }
+
+// writeEvents writes p as one chunk: into bw unflushed when there is one,
+// else through w, which flushes.
+func writeEvents(w io.Writer, bw *bufio.Writer, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if bw != nil {
+		return len(p), writeChunk(bw, p)
+	}
+	return w.Write(p)
+}
+
+const hexDigits = "0123456789abcdef"
