@@ -220,6 +220,8 @@ func TestMetricsMoveWithRequests(t *testing.T) {
 		`gateway_affinity_picks_total{deployment="%s"}`,
 		`gateway_upstream_duration_seconds_count{deployment="%s"}`,
 		`gateway_upstream_first_byte_seconds_count{deployment="%s"}`,
+		`gateway_upstream_duration_seconds_bucket{deployment="%s",le="+Inf"}`,
+		`gateway_upstream_duration_seconds_bucket{deployment="%s",le="600"}`,
 		`gateway_upstream_responses_total{deployment="%s",status="2xx"}`,
 	} {
 		if got := sum(series); got != 2 {
@@ -228,6 +230,15 @@ func TestMetricsMoveWithRequests(t *testing.T) {
 	}
 	if after[`gateway_upstream_duration_seconds_count{deployment="`+dep+`"}`] < 1 {
 		t.Errorf("the chat's deployment %s has no duration sample", dep)
+	}
+	// Prometheus' kind: cumulative le buckets that histogram_quantile reads.
+	for k := range after {
+		if strings.Contains(k, "vmrange") {
+			t.Errorf("a VictoriaMetrics-only histogram series: %s", k)
+		}
+	}
+	if after[`gateway_store_operation_duration_seconds_bucket{op="put_response",le="+Inf"}`] < 1 {
+		t.Error("the store's histogram has no le buckets")
 	}
 	if after["go_goroutines"] == 0 || after["process_resident_memory_bytes"] == 0 {
 		t.Error("the Go runtime and process metrics are missing")

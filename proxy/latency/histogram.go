@@ -1,4 +1,8 @@
-package proxy
+// Package latency owns the gateway's latency histograms: fixed buckets from
+// tens of microseconds to minutes, observed without locks or allocations and
+// written in Prometheus' own histogram kind. It does not own the metric names
+// or labels (the proxy's metrics do) nor the registry that writes them.
+package latency
 
 import (
 	"strconv"
@@ -6,13 +10,13 @@ import (
 	"time"
 )
 
-// Latency histograms in Prometheus' own kind: cumulative `_bucket{le="..."}`
+// Histograms in Prometheus' own kind: cumulative `_bucket{le="..."}`
 // series plus `_sum` and `_count`, which histogram_quantile reads and every
 // Grafana panel for a proxy expects. The gateway owns this small type rather
 // than using metrics.PrometheusHistogram: that one takes a mutex on every
 // Update, and a call observes two histograms; here an observation is two
 // atomic adds, without a lock and without allocating
-// (BenchmarkHistogramObserve compares them).
+// (BenchmarkObserve compares them).
 
 // latencyBounds are the upper bounds of the latency buckets: 25 µs (a
 // rejection that needs no upstream) to 10 minutes (a long stream), in 1-2.5-5
@@ -39,13 +43,13 @@ var leLabels = func() (l [numBounds + 1]string) {
 	return l
 }()
 
-// histogram counts durations in the latencyBounds buckets. The zero value is
+// Histogram counts durations in fixed buckets of 25 µs to 10 min. The zero value is
 // ready; safe for concurrent use. A scrape reads each bucket atomically but
 // not all of them at one instant: a concurrent observation may show in _sum
 // and not yet in a bucket, or the other way round. _count and the +Inf bucket
 // are the sum of the buckets as read, so the series stay consistent with each
 // other and monotonic.
-type histogram struct {
+type Histogram struct {
 	// counts[i] holds the observations in (bound[i-1], bound[i]]; the last
 	// one those above the largest bound.
 	counts [numBounds + 1]atomic.Uint64
@@ -53,8 +57,8 @@ type histogram struct {
 	sum atomic.Uint64
 }
 
-// observe records one duration; a negative one counts as zero.
-func (h *histogram) observe(d time.Duration) {
+// Observe records one duration; a negative one counts as zero.
+func (h *Histogram) Observe(d time.Duration) {
 	d = max(d, 0)
 	h.counts[bucketOf(d)].Add(1)
 	h.sum.Add(uint64(d))
@@ -75,11 +79,11 @@ func bucketOf(d time.Duration) int {
 	return lo
 }
 
-// appendPrometheus appends h in the Prometheus text format: one
+// AppendPrometheus appends h in the Prometheus text format: one
 // `name_bucket{labels,le="..."}` line per bound, cumulative, then "+Inf",
 // `name_sum` in seconds and `name_count`. labels is `key="value",...`
 // without braces, possibly empty.
-func (h *histogram) appendPrometheus(b []byte, name, labels string) []byte {
+func (h *Histogram) AppendPrometheus(b []byte, name, labels string) []byte {
 	var total uint64
 	for i := range h.counts {
 		total += h.counts[i].Load()

@@ -1,4 +1,4 @@
-package proxy
+package latency
 
 import (
 	"strings"
@@ -28,11 +28,11 @@ func TestBucketOf(t *testing.T) {
 }
 
 func TestHistogramPrometheusText(t *testing.T) {
-	var h histogram
+	var h Histogram
 	for _, d := range []time.Duration{-time.Second, 30 * time.Microsecond, 2 * time.Millisecond, 2 * time.Millisecond, 700 * time.Second} {
-		h.observe(d)
+		h.Observe(d)
 	}
-	got := string(h.appendPrometheus(nil, "x_seconds", `deployment="d1"`))
+	got := string(h.AppendPrometheus(nil, "x_seconds", `deployment="d1"`))
 	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
 	if len(lines) != numBounds+3 {
 		t.Fatalf("%d lines; want %d:\n%s", len(lines), numBounds+3, got)
@@ -51,7 +51,7 @@ func TestHistogramPrometheusText(t *testing.T) {
 			t.Errorf("no %q in:\n%s", want, got)
 		}
 	}
-	if got := string(new(histogram).appendPrometheus(nil, "y", "")); !strings.HasPrefix(got, `y_bucket{le="2.5e-05"} 0`+"\n") ||
+	if got := string(new(Histogram).AppendPrometheus(nil, "y", "")); !strings.HasPrefix(got, `y_bucket{le="2.5e-05"} 0`+"\n") ||
 		!strings.HasSuffix(got, "y_sum 0\ny_count 0\n") {
 		t.Errorf("without labels:\n%s", got)
 	}
@@ -59,14 +59,14 @@ func TestHistogramPrometheusText(t *testing.T) {
 
 // Concurrent observations are all counted: nothing is lost without a lock.
 func TestHistogramConcurrent(t *testing.T) {
-	var h histogram
+	var h Histogram
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range 1000 {
-				h.observe(time.Duration(g*1000+i) * time.Millisecond)
+				h.Observe(time.Duration(g*1000+i) * time.Millisecond)
 			}
 		}()
 	}
@@ -80,27 +80,27 @@ func TestHistogramConcurrent(t *testing.T) {
 	}
 }
 
-func TestHistogramObserveZeroAllocs(t *testing.T) {
-	var h histogram
-	if n := testing.AllocsPerRun(1000, func() { h.observe(3 * time.Millisecond) }); n != 0 {
+func TestObserveZeroAllocs(t *testing.T) {
+	var h Histogram
+	if n := testing.AllocsPerRun(1000, func() { h.Observe(3 * time.Millisecond) }); n != 0 {
 		t.Fatalf("%v allocations per observe", n)
 	}
 }
 
-// BenchmarkHistogramObserve compares an observation of the gateway's
+// BenchmarkObserve compares an observation of the gateway's
 // lock-free histogram with metrics.PrometheusHistogram.Update (a mutex per
 // update) and the VictoriaMetrics histogram the gateway used before, all from
 // parallel goroutines on one histogram, as the calls to one deployment do.
 //
-//	go test ./proxy/ -run '^$' -bench HistogramObserve -cpu 1,2
-func BenchmarkHistogramObserve(b *testing.B) {
+//	go test ./proxy/latency/ -run '^$' -bench Observe -cpu 1,2
+func BenchmarkObserve(b *testing.B) {
 	d := 3 * time.Millisecond
 	b.Run("gateway", func(b *testing.B) {
-		var h histogram
+		var h Histogram
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				h.observe(d)
+				h.Observe(d)
 			}
 		})
 	})
