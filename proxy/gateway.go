@@ -31,8 +31,8 @@ type Options struct {
 	// AccessLog receives one line per request when it ends; nil turns the
 	// access log off. Its handler must not keep attribute values past Handle.
 	AccessLog *slog.Logger
-	// MetricsOnAdmin serves /metrics only from AdminHandler, not from Handler.
-	MetricsOnAdmin bool
+	// Version is the build's version, shown on the status page.
+	Version string
 }
 
 // Gateway serves the client-facing endpoints. Safe for concurrent use; Reload

@@ -47,6 +47,7 @@ type observer struct {
 	streams  *metrics.Gauge
 	reasons  [family.Count]reasonCounters
 	hists    histograms
+	sampler  statusSampler
 	// store is the instrumented store, nil without one.
 	store    *observedStore
 	draining atomic.Bool

@@ -57,14 +57,23 @@ func newOpsEnv(t *testing.T, edit func(string) string, opts Options) (*testEnv, 
 // longCooldown keeps excluded deployments excluded for the whole test.
 func longCooldown(y string) string { return strings.Replace(y, "cooldown: 300ms", "cooldown: 1h", 1) }
 
-// scrape reads the gateway's /metrics into series → value.
+// scrape reads the gateway's /metrics, as the admin listener serves it, into
+// series → value.
 func (e *testEnv) scrape() map[string]float64 {
 	e.t.Helper()
-	status, h, body := e.do("GET", "/metrics", nil, "")
-	if status != 200 || !strings.HasPrefix(string(h.ContentType()), "text/plain") {
-		e.t.Fatalf("/metrics: %d %q", status, h.ContentType())
+	status, ct, body := adminGet(e.gw, "/metrics")
+	if status != 200 || !strings.HasPrefix(ct, "text/plain") {
+		e.t.Fatalf("/metrics: %d %q", status, ct)
 	}
 	return parseMetrics(e.t, body)
+}
+
+// adminGet serves GET path with the gateway's admin handler.
+func adminGet(g *Gateway, path string) (status int, contentType string, body []byte) {
+	var ctx fasthttp.RequestCtx
+	ctx.Request.SetRequestURI(path)
+	g.AdminHandler()(&ctx)
+	return ctx.Response.StatusCode(), string(ctx.Response.Header.ContentType()), ctx.Response.Body()
 }
 
 // parseMetrics reads a Prometheus text exposition into series → value, and
@@ -346,9 +355,11 @@ func TestReadyzFollowsDeploymentHealth(t *testing.T) {
 }
 
 func TestAdminHandlerAndDrain(t *testing.T) {
-	e, _ := newOpsEnv(t, nil, Options{MetricsOnAdmin: true})
-	if status, _, _ := e.do("GET", "/metrics", nil, ""); status != 404 {
-		t.Fatalf("/metrics on the main listener with MetricsOnAdmin: %d", status)
+	e, _ := newOpsEnv(t, nil, Options{})
+	for _, p := range []string{"/metrics", "/status"} {
+		if status, _, _ := e.do("GET", p, nil, ""); status != 404 {
+			t.Fatalf("%s on the client listener: %d", p, status)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -22,6 +22,9 @@ type state struct {
 	modelList []byte
 	// lists holds the other model list bodies; see models.go.
 	lists modelLists
+	// loaded is when the config was put in force; fingerprint names it.
+	loaded      time.Time
+	fingerprint string
 	// hasFamily tells which families have at least one deployment.
 	hasFamily [family.Count]bool
 }
@@ -45,6 +48,7 @@ func buildState(cfg *config.Config, keys Verifier, prev *state, now time.Time) (
 		deps:   make(map[string]*upstream.Deployment, len(cfg.Upstreams)),
 		models: make(map[string]*model, len(cfg.Models)),
 		groups: make(map[string]map[string]bool, len(cfg.Groups)),
+		loaded: now, fingerprint: fingerprint(cfg),
 	}
 	for _, u := range cfg.Upstreams {
 		fam, _ := family.Parse(u.Family)

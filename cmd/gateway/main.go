@@ -54,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "", "`address` to listen on for clients, e.g. 127.0.0.1:8080; overrides the config's listen")
 	logFormat := fs.String("log-format", "text", "`format` of the operational log on stderr: text or json")
 	accessLog := fs.String("access-log", "text", "`format` of the access log on stdout, one line per request when it ends: text, json or off.\nIt names the caller by key id and the session by a hash; never a key or a body")
-	adminListen := fs.String("admin-listen", "", "`address` of a separate admin listener serving /metrics, /healthz and /readyz;\nwhen set, /metrics is served there only, not on the client listener")
+	adminListen := fs.String("admin-listen", defaultAdminListen, "`address` of the admin listener: /status (a page for a person), /metrics (Prometheus),\n/healthz and /readyz; off to run without it. /status and /metrics are never served on the\nclient listener; /healthz and /readyz are on both")
 	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight requests and streams may take to finish;\nwhat is still open after it is cut when the process exits")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() { usage(stderr, fs) }
@@ -120,8 +120,9 @@ Signals:
   SIGTERM, SIGINT  stop accepting, mark /readyz not ready, let requests and streams in
                    flight finish within -grace, close the store, exit 0
 
-Operations (no key needed): GET /healthz (alive), GET /readyz (config loaded, store open,
-a healthy deployment per family), GET /metrics (Prometheus; on -admin-listen when set).
+Operations (no key needed): GET /healthz (alive) and GET /readyz (config loaded, store open,
+a healthy deployment per family) on both listeners; GET /status (deployments, health, load,
+store, config; HTML) and GET /metrics (Prometheus) on the admin listener only.
 `)
 }
 
@@ -145,7 +146,7 @@ func serve(cfg *config.Config, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("cannot open store at %s: %w", cfg.Store.Path, err)
 	}
-	gw, err := proxy.New(cfg, proxy.Options{Store: st, Logger: log, AccessLog: o.access, MetricsOnAdmin: o.adminListen != ""})
+	gw, err := proxy.New(cfg, proxy.Options{Store: st, Logger: log, AccessLog: o.access, Version: version})
 	if err != nil {
 		st.Close()
 		return err
@@ -218,13 +219,17 @@ func (r *running) wait(sigs <-chan os.Signal, o serveOptions) error {
 	}
 }
 
-// listen opens the client listener and, when adminAddr is set, the admin one.
+// defaultAdminListen is the admin listener's address unless -admin-listen
+// says otherwise: loopback, so operational pages stay off the network.
+const defaultAdminListen = "127.0.0.1:9091"
+
+// listen opens the client listener and, unless adminAddr is "off", the admin one.
 func listen(addr, adminAddr string) ([]net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
 	}
-	if adminAddr == "" {
+	if adminAddr == "off" {
 		return []net.Listener{ln}, nil
 	}
 	aln, err := net.Listen("tcp", adminAddr)

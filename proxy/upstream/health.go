@@ -36,3 +36,12 @@ func (d *Deployment) Failed() bool {
 func FailureStatus(status int) bool {
 	return status >= 500 && status != 501 && status != 505
 }
+
+// ExcludedUntil returns when the deployment's current exclusion ends, or the
+// zero time when it has none at now (unix nanoseconds).
+func (d *Deployment) ExcludedUntil(now int64) time.Time {
+	if until := d.downUntil.Load(); until > now {
+		return time.Unix(0, until)
+	}
+	return time.Time{}
+}
