@@ -65,6 +65,9 @@ func TestPrometheusScrape(t *testing.T) {
 		t.Error("no per-deployment quantile")
 	}
 	if v := api.vector(t, `sum by (kind) (gateway_tokens_total)`); len(v) > 0 {
+		if in := api.value(t, `sum(gateway_tokens_total{kind="input"})`); !(in > 0) {
+			t.Errorf("input tokens counted: %v", in)
+		}
 		t.Logf("tokens by kind: %v", v)
 	} else {
 		t.Log("gateway_tokens_total is not exported by this build: tokens not checked")
