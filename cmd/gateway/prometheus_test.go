@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,6 +66,7 @@ func TestPrometheusScrape(t *testing.T) {
 	if len(perDep) == 0 {
 		t.Error("no per-deployment quantile")
 	}
+	checkDashboard(t, api, g.admin)
 	if v := api.vector(t, `sum by (kind) (gateway_tokens_total)`); len(v) > 0 {
 		if in := api.value(t, `sum(gateway_tokens_total{kind="input"})`); !(in > 0) {
 			t.Errorf("input tokens counted: %v", in)
@@ -183,4 +186,50 @@ func (p promAPI) waitFor(t *testing.T, q string, want float64) {
 		last = p.value(t, q)
 		return last == want
 	})
+}
+
+// dashboardPath is the Grafana dashboard built on the gateway's metrics.
+const dashboardPath = "../../docs/grafana/gateway-dashboard.json"
+
+// checkDashboard runs every query of the Grafana dashboard through
+// Prometheus (Grafana's variables replaced by what they stand for), and
+// checks that every metric it names is exported by the gateway, but the
+// token counters, which come from another part of the gateway.
+func checkDashboard(t *testing.T, api promAPI, admin string) {
+	t.Helper()
+	raw, err := os.ReadFile(dashboardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("%s: %v", dashboardPath, err)
+	}
+	_, _, exported := do(t, "GET", admin+"/metrics", "", nil, "")
+	exported = "\n" + exported
+	vars := strings.NewReplacer("$__rate_interval", "5m", "$__range", "1h", "$deployment", ".*")
+	names := regexp.MustCompile(`gateway_[a-z_]+`)
+	queries := 0
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			queries++
+			api.vector(t, vars.Replace(tg.Expr)) // fails the test on a query Prometheus refuses
+			for _, n := range names.FindAllString(tg.Expr, -1) {
+				if !strings.HasPrefix(n, "gateway_tokens_total") && !strings.Contains(exported, "\n"+n) {
+					t.Errorf("panel %q queries %s, which the gateway does not export", p.Title, n)
+				}
+			}
+		}
+	}
+	if queries < 20 {
+		t.Fatalf("%d queries in the dashboard", queries)
+	}
+	t.Logf("%d dashboard queries accepted by Prometheus", queries)
 }
