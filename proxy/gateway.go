@@ -30,8 +30,8 @@ type Options struct {
 	// AccessLog receives one line per request when it ends; nil turns the
 	// access log off. Its handler must not keep attribute values past Handle.
 	AccessLog *slog.Logger
-	// MetricsOnAdmin serves /metrics only from AdminHandler, not from Handler.
-	MetricsOnAdmin bool
+	// Version is the build's version, shown on the status page.
+	Version string
 }
 
 // Gateway serves the client-facing endpoints. Safe for concurrent use; Reload
@@ -119,7 +119,7 @@ func (g *Gateway) routes() *router.Router {
 	r.MethodNotAllowed = g.methodNotAllowed
 	r.PanicHandler = g.panicked
 
-	r.GET("/v1/models", g.models)
+	g.routeModels(r)
 	r.POST("/v1/router/beta/v1/chat/completions", g.chat)
 	for _, base := range alphaBases {
 		r.POST(base+"/v1/messages", g.messages)
@@ -180,18 +180,6 @@ func groupParam(ctx *fasthttp.RequestCtx) []byte {
 		return s2b(v)
 	}
 	return nil
-}
-
-func (g *Gateway) models(ctx *fasthttp.RequestCtx) {
-	c := g.acquireCall(ctx, family.Beta, epModels)
-	defer c.end()
-	if !c.authenticate() {
-		return
-	}
-	c.status = 200
-	ctx.Response.Header.SetContentType("application/json")
-	c.setRequestIDHeader()
-	ctx.Response.SetBodyRaw(c.st.modelList)
 }
 
 // familyOfPath tells which family's error shape a path expects.

@@ -10,29 +10,29 @@ import (
 )
 
 // Operations endpoints: GET /healthz (the process is alive), GET /readyz (it
-// can serve) and GET /metrics (Prometheus text format). They need no key, are
-// not counted as requests and write no access log line: probes and scrapes
-// would drown the real traffic. /metrics moves to the admin handler when
-// Options.MetricsOnAdmin is set.
+// can serve), GET /metrics (Prometheus text format) and GET /status (a page
+// for a person). They need no key, are not counted as requests and write no
+// access log line: probes and scrapes would drown the real traffic. /metrics
+// and /status are served only by AdminHandler, never on the client listener:
+// they name deployments and show load. /healthz and /readyz are on both, as
+// load balancers probe the serving port and they reveal nothing.
 
 const (
 	healthzPath = "/healthz"
 	readyzPath  = "/readyz"
 	metricsPath = "/metrics"
+	statusPath  = "/status"
 )
 
 func (g *Gateway) routeOps(r *router.Router) {
 	for _, m := range []string{fasthttp.MethodGet, fasthttp.MethodHead} {
 		r.Handle(m, healthzPath, g.healthz)
 		r.Handle(m, readyzPath, g.readyz)
-		if !g.opts.MetricsOnAdmin {
-			r.Handle(m, metricsPath, g.metrics)
-		}
 	}
 }
 
-// AdminHandler serves /metrics, /healthz and /readyz, for an admin listener
-// apart from the client-facing one.
+// AdminHandler serves /metrics, /status, /healthz and /readyz, for an admin
+// listener apart from the client-facing one.
 func (g *Gateway) AdminHandler() fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		if !ctx.IsGet() && !ctx.IsHead() {
@@ -43,12 +43,14 @@ func (g *Gateway) AdminHandler() fasthttp.RequestHandler {
 		switch string(ctx.Path()) {
 		case metricsPath:
 			g.metrics(ctx)
+		case statusPath, "/":
+			g.statusPage(ctx)
 		case healthzPath:
 			g.healthz(ctx)
 		case readyzPath:
 			g.readyz(ctx)
 		default:
-			ctx.Error("not found: the admin listener serves /metrics, /healthz and /readyz\n", fasthttp.StatusNotFound)
+			ctx.Error("not found: the admin listener serves /status, /metrics, /healthz and /readyz\n", fasthttp.StatusNotFound)
 		}
 	}
 }

@@ -46,6 +46,8 @@ type observer struct {
 	bytesOut [family.Count]*metrics.Counter
 	streams  *metrics.Gauge
 	reasons  [family.Count]reasonCounters
+	hists    histograms
+	sampler  statusSampler
 	// store is the instrumented store, nil without one.
 	store    *observedStore
 	draining atomic.Bool
@@ -61,13 +63,14 @@ func (g *Gateway) observe() {
 	}
 	o.streams = o.set.NewGauge("gateway_active_streams", nil)
 	if g.opts.Store != nil {
-		o.store = newObservedStore(g.opts.Store, o.set)
+		o.store = newObservedStore(g.opts.Store, o.set, &o.hists)
 		g.opts.Store = o.store
 	}
 	o.set.RegisterMetricsWriter(g.writeStateMetrics)
 	// # HELP and # TYPE lines before each metric family, for scrapers that
 	// read them (types in Grafana's metric browser, promtool check metrics).
 	metrics.ExposeMetadata(true)
+	o.set.RegisterMetricsWriter(o.hists.write)
 	g.obs = o
 }
 
@@ -136,10 +139,10 @@ func (o *observer) depMetrics(d *upstream.Deployment) *upstream.Meter {
 	if m := d.Stats.Meter.Load(); m != nil {
 		return m
 	}
-	label := `{deployment=` + string(appendLabelValue(nil, d.Name())) + `}`
+	label := `deployment=` + string(appendLabelValue(nil, d.Name()))
 	m := &upstream.Meter{
-		Duration:  o.set.GetOrCreateHistogram("gateway_upstream_duration_seconds" + label),
-		FirstByte: o.set.GetOrCreateHistogram("gateway_upstream_first_byte_seconds" + label),
+		Duration:  o.hists.get("gateway_upstream_duration_seconds", label),
+		FirstByte: o.hists.get("gateway_upstream_first_byte_seconds", label),
 	}
 	if !d.Stats.Meter.CompareAndSwap(nil, m) {
 		return d.Stats.Meter.Load()
@@ -191,9 +194,9 @@ func (g *Gateway) finish(c *call) {
 	}
 	if d := c.dep; d != nil {
 		m := o.depMetrics(d)
-		m.Duration.Update(now.Sub(c.start).Seconds())
+		m.Duration.Observe(now.Sub(c.start))
 		if fb := c.firstByteAt(); !fb.IsZero() {
-			m.FirstByte.Update(fb.Sub(c.start).Seconds())
+			m.FirstByte.Observe(fb.Sub(c.start))
 		}
 		o.upstreamResponses(d, m, class).Inc()
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/modelgate/gateway/proxy/latency"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -36,7 +37,7 @@ var storeOpNames = [numStoreOps]string{
 // opMetrics counts one store operation by result and times it.
 type opMetrics struct {
 	ok, notFound, refused, failed *metrics.Counter
-	duration                      *metrics.Histogram
+	duration                      *latency.Histogram
 }
 
 // observedStore is a store.Store that counts and times every operation of the
@@ -52,7 +53,7 @@ type observedStore struct {
 
 var _ store.Store = (*observedStore)(nil)
 
-func newObservedStore(s store.Store, set *metrics.Set) *observedStore {
+func newObservedStore(s store.Store, set *metrics.Set, hists *histograms) *observedStore {
 	o := &observedStore{s: s}
 	for i, name := range storeOpNames {
 		m := &o.ops[i]
@@ -61,7 +62,7 @@ func newObservedStore(s store.Store, set *metrics.Set) *observedStore {
 		m.notFound = set.NewCounter(prefix + `not_found"}`)
 		m.refused = set.NewCounter(prefix + `refused"}`)
 		m.failed = set.NewCounter(prefix + `error"}`)
-		m.duration = set.NewHistogram(`gateway_store_operation_duration_seconds{op="` + name + `"}`)
+		m.duration = hists.get("gateway_store_operation_duration_seconds", `op="`+name+`"`)
 	}
 	return o
 }
@@ -69,7 +70,7 @@ func newObservedStore(s store.Store, set *metrics.Set) *observedStore {
 // done records one operation that started at start and ended with err.
 func (o *observedStore) done(op storeOp, start time.Time, err error) {
 	m := &o.ops[op]
-	m.duration.Update(time.Since(start).Seconds())
+	m.duration.Observe(time.Since(start))
 	switch {
 	case err == nil:
 		m.ok.Inc()

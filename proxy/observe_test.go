@@ -58,14 +58,23 @@ func newOpsEnv(t *testing.T, edit func(string) string, opts Options) (*testEnv, 
 // longCooldown keeps excluded deployments excluded for the whole test.
 func longCooldown(y string) string { return strings.Replace(y, "cooldown: 300ms", "cooldown: 1h", 1) }
 
-// scrape reads the gateway's /metrics into series → value.
+// scrape reads the gateway's /metrics, as the admin listener serves it, into
+// series → value.
 func (e *testEnv) scrape() map[string]float64 {
 	e.t.Helper()
-	status, h, body := e.do("GET", "/metrics", nil, "")
-	if status != 200 || !strings.HasPrefix(string(h.ContentType()), "text/plain") {
-		e.t.Fatalf("/metrics: %d %q", status, h.ContentType())
+	status, ct, body := adminGet(e.gw, "/metrics")
+	if status != 200 || !strings.HasPrefix(ct, "text/plain") {
+		e.t.Fatalf("/metrics: %d %q", status, ct)
 	}
 	return parseMetrics(e.t, body)
+}
+
+// adminGet serves GET path with the gateway's admin handler.
+func adminGet(g *Gateway, path string) (status int, contentType string, body []byte) {
+	var ctx fasthttp.RequestCtx
+	ctx.Request.SetRequestURI(path)
+	g.AdminHandler()(&ctx)
+	return ctx.Response.StatusCode(), string(ctx.Response.Header.ContentType()), ctx.Response.Body()
 }
 
 // parseMetrics reads a Prometheus text exposition into series → value, and
@@ -221,6 +230,8 @@ func TestMetricsMoveWithRequests(t *testing.T) {
 		`gateway_affinity_picks_total{deployment="%s"}`,
 		`gateway_upstream_duration_seconds_count{deployment="%s"}`,
 		`gateway_upstream_first_byte_seconds_count{deployment="%s"}`,
+		`gateway_upstream_duration_seconds_bucket{deployment="%s",le="+Inf"}`,
+		`gateway_upstream_duration_seconds_bucket{deployment="%s",le="600"}`,
 		`gateway_upstream_responses_total{deployment="%s",status="2xx"}`,
 	} {
 		if got := sum(series); got != 2 {
@@ -229,6 +240,15 @@ func TestMetricsMoveWithRequests(t *testing.T) {
 	}
 	if after[`gateway_upstream_duration_seconds_count{deployment="`+dep+`"}`] < 1 {
 		t.Errorf("the chat's deployment %s has no duration sample", dep)
+	}
+	// Prometheus' kind: cumulative le buckets that histogram_quantile reads.
+	for k := range after {
+		if strings.Contains(k, "vmrange") {
+			t.Errorf("a VictoriaMetrics-only histogram series: %s", k)
+		}
+	}
+	if after[`gateway_store_operation_duration_seconds_bucket{op="put_response",le="+Inf"}`] < 1 {
+		t.Error("the store's histogram has no le buckets")
 	}
 	if after["go_goroutines"] == 0 || after["process_resident_memory_bytes"] == 0 {
 		t.Error("the Go runtime and process metrics are missing")
@@ -386,9 +406,11 @@ func TestHealthChangesLogged(t *testing.T) {
 }
 
 func TestAdminHandlerAndDrain(t *testing.T) {
-	e, _ := newOpsEnv(t, nil, Options{MetricsOnAdmin: true})
-	if status, _, _ := e.do("GET", "/metrics", nil, ""); status != 404 {
-		t.Fatalf("/metrics on the main listener with MetricsOnAdmin: %d", status)
+	e, _ := newOpsEnv(t, nil, Options{})
+	for _, p := range []string{"/metrics", "/status"} {
+		if status, _, _ := e.do("GET", p, nil, ""); status != 404 {
+			t.Fatalf("%s on the client listener: %d", p, status)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

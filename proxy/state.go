@@ -20,6 +20,11 @@ type state struct {
 	groups map[string]map[string]bool
 	// modelList is the precomputed body of GET /v1/models.
 	modelList []byte
+	// lists holds the other model list bodies; see models.go.
+	lists modelLists
+	// loaded is when the config was put in force; fingerprint names it.
+	loaded      time.Time
+	fingerprint string
 	// hasFamily tells which families have at least one deployment.
 	hasFamily [family.Count]bool
 }
@@ -46,6 +51,7 @@ func buildState(cfg *config.Config, keys Verifier, prev *state, now time.Time) (
 		deps:   make(map[string]*upstream.Deployment, len(cfg.Upstreams)),
 		models: make(map[string]*model, len(cfg.Models)),
 		groups: make(map[string]map[string]bool, len(cfg.Groups)),
+		loaded: now, fingerprint: fingerprint(cfg),
 	}
 	for _, u := range cfg.Upstreams {
 		fam, _ := family.Parse(u.Family)
@@ -73,11 +79,9 @@ func buildState(cfg *config.Config, keys Verifier, prev *state, now time.Time) (
 		}
 		st.models[mc.ID] = m
 	}
-	list, err := modelListBody(cfg, prev, now)
-	if err != nil {
+	if err := st.renderModelLists(modelEntries(cfg, prev, now)); err != nil {
 		return nil, err
 	}
-	st.modelList = list
 	return st, nil
 }
 
@@ -182,11 +186,11 @@ type reasoningEntry struct {
 	Mandatory         bool     `json:"mandatory"`
 }
 
-// modelListBody renders GET /v1/models once per config. A model without a
+// modelEntries are the entries of GET /v1/models. A model without a
 // reasoning block is shown with no efforts and default_effort "none".
 // created is the config's value, else the time the model was first loaded by
 // this process (kept across reloads).
-func modelListBody(cfg *config.Config, prev *state, now time.Time) ([]byte, error) {
+func modelEntries(cfg *config.Config, prev *state, now time.Time) []modelEntry {
 	firstSeen := map[string]int64{}
 	if prev != nil {
 		var old struct{ Data []modelEntry }
@@ -232,8 +236,5 @@ func modelListBody(cfg *config.Config, prev *state, now time.Time) ([]byte, erro
 		}
 		entries = append(entries, e)
 	}
-	return json.Marshal(struct {
-		Object string       `json:"object"`
-		Data   []modelEntry `json:"data"`
-	}{"list", entries})
+	return entries
 }

@@ -37,7 +37,7 @@ var listeningRE = regexp.MustCompile(`msg="gateway listening" addr=(\S+)`)
 
 func startDurable(t *testing.T, config string) *durableGateway {
 	t.Helper()
-	cmd := exec.Command(binary(t), "-config", config, "-listen", "127.0.0.1:0")
+	cmd := exec.Command(binary(t), "-config", config, "-listen", "127.0.0.1:0", "-admin-listen", "off")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -101,7 +101,7 @@ func newFlags(f *flags) *flag.FlagSet {
 	fs.StringVar(&f.listen, "listen", "", "`address` to listen on for clients, e.g. 127.0.0.1:8080; overrides the config's listen")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`format` of the operational log on stderr: text or json")
 	fs.StringVar(&f.accessLog, "access-log", "text", "`format` of the access log on stdout, one line per request when it ends: text, json or off.\nIt names the caller by key id and the session by a hash; never a key or a body")
-	fs.StringVar(&f.adminListen, "admin-listen", "", "`address` of a separate admin listener serving /metrics, /healthz and /readyz;\nwhen set, /metrics is served there only, not on the client listener")
+	fs.StringVar(&f.adminListen, "admin-listen", defaultAdminListen, "`address` of the admin listener: /status (a page for a person), /metrics (Prometheus),\n/healthz and /readyz; off to run without it. /status and /metrics are never served on the\nclient listener; /healthz and /readyz are on both")
 	fs.DurationVar(&f.grace, "grace", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight requests and streams may take to finish;\nwhat is still open after it is cut when the process exits")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	return fs
@@ -183,8 +183,10 @@ Signals:
   SIGTERM, SIGINT  stop accepting, mark /readyz not ready, let requests and streams in
                    flight finish within -grace, close the store, exit 0
 
-Operations (no key needed): GET /healthz (alive), GET /readyz (this node can serve:
-store open and a healthy deployment in at least one family; JSON detail per family), GET /metrics (Prometheus; on -admin-listen when set).
+Operations (no key needed): GET /healthz (alive) and GET /readyz (this node can serve: store
+open and a healthy deployment in at least one family; JSON detail per family) on both listeners;
+GET /status (deployments, health, load, store, config; HTML) and GET /metrics (Prometheus) on the
+admin listener only.
 `)
 }
 
@@ -209,7 +211,7 @@ func serve(cfg *config.Config, o serveOptions) error {
 	if err != nil {
 		return err // it names the store and says why, once
 	}
-	gw, err := proxy.New(cfg, proxy.Options{Store: st, Logger: log, AccessLog: o.access, MetricsOnAdmin: o.adminListen != ""})
+	gw, err := proxy.New(cfg, proxy.Options{Store: st, Logger: log, AccessLog: o.access, Version: version})
 	if err != nil {
 		st.Close()
 		return err
@@ -282,13 +284,17 @@ func (r *running) wait(sigs <-chan os.Signal, o serveOptions) error {
 	}
 }
 
-// listen opens the client listener and, when adminAddr is set, the admin one.
+// defaultAdminListen is the admin listener's address unless -admin-listen
+// says otherwise: loopback, so operational pages stay off the network.
+const defaultAdminListen = "127.0.0.1:9091"
+
+// listen opens the client listener and, unless adminAddr is "off", the admin one.
 func listen(addr, adminAddr string) ([]net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
 	}
-	if adminAddr == "" {
+	if adminAddr == "off" {
 		return []net.Listener{ln}, nil
 	}
 	aln, err := net.Listen("tcp", adminAddr)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -105,7 +106,7 @@ func TestHelp(t *testing.T) {
 	for _, want := range []string{
 		"-config file", "-listen address", "-log-format format", "-access-log format", "-admin-listen address",
 		"-grace duration", "-version", "gateway check -config FILE", "gateway hash-key [KEY]",
-		"SIGHUP", "SIGTERM", "/healthz", "/readyz", "/metrics", "(default 30s)",
+		"SIGHUP", "SIGTERM", "/healthz", "/readyz", "/metrics", "/status", "(default 30s)", `(default "127.0.0.1:9091")`,
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("-help does not mention %q:\n%s", want, help)
@@ -306,18 +307,34 @@ func (e *env) writeConfig(extraModels string, extraKeys ...string) {
 
 // start runs the gateway on e's config with JSON logs and waits until it listens.
 func (e *env) start(args ...string) *gateway {
-	t := e.t
-	t.Helper()
-	g := &gateway{t: t, stdout: &lineLog{}, stderr: &lineLog{}, exited: make(chan struct{}), cfgPath: e.cfgPath}
+	e.t.Helper()
 	args = append([]string{"-config", e.cfgPath, "-listen", "127.0.0.1:0", "-log-format", "json", "-access-log", "json"}, args...)
+	if !slices.Contains(args, "-admin-listen") {
+		args = append(args, "-admin-listen", "127.0.0.1:0")
+	}
+	g := launch(e.t, "", args, e.hold.free) // let a held stream end, or the gateway would wait on it
+	g.cfgPath = e.cfgPath
+	return g
+}
+
+// launch runs the gateway binary with args in dir ("" for the test's own) and
+// waits until it listens, on the admin listener too when args name one. At the
+// test's end it calls beforeKill (when not nil), kills the process if it still
+// runs and checks that no secret reached its output.
+func launch(t *testing.T, dir string, args []string, beforeKill func()) *gateway {
+	t.Helper()
+	g := &gateway{t: t, stdout: &lineLog{}, stderr: &lineLog{}, exited: make(chan struct{})}
 	g.cmd = exec.Command(binary(t), args...)
+	g.cmd.Dir = dir
 	g.cmd.Stdout, g.cmd.Stderr = g.stdout, g.stderr
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { g.waitErr = g.cmd.Wait(); close(g.exited) }()
 	t.Cleanup(func() {
-		e.hold.free() // let a held stream end, or the gateway would wait on it
+		if beforeKill != nil {
+			beforeKill()
+		}
 		select {
 		case <-g.exited:
 		default:
@@ -327,8 +344,8 @@ func (e *env) start(args ...string) *gateway {
 		assertNoSecrets(t, g.stdout.String()+g.stderr.String())
 	})
 	g.base = "http://" + logField(t, g.stderr.waitFor(t, `"gateway listening"`), "addr")
-	for _, a := range args {
-		if a == "-admin-listen" {
+	for i, a := range args {
+		if a == "-admin-listen" && args[i+1] != "off" {
 			g.admin = "http://" + logField(t, g.stderr.waitFor(t, `"admin listening"`), "addr")
 		}
 	}
@@ -508,8 +525,14 @@ func TestServeRequestIDsMetricsAndAccessLog(t *testing.T) {
 		t.Fatalf("rejection access line %v", l)
 	}
 
-	if status, _, _ := do(t, "GET", g.base+"/metrics", "", nil, ""); status != 404 {
-		t.Fatalf("/metrics on the client listener with -admin-listen: %d", status)
+	for _, p := range []string{"/metrics", "/status"} {
+		if status, _, _ := do(t, "GET", g.base+p, "", nil, ""); status != 404 {
+			t.Fatalf("%s on the client listener: %d", p, status)
+		}
+	}
+	if status, h, page := do(t, "GET", g.admin+"/status", "", nil, ""); status != 200 ||
+		!strings.HasPrefix(h.Get("Content-Type"), "text/html") || !strings.Contains(page, `data-name="s1-beta"`) {
+		t.Fatalf("admin /status: %d %q\n%s", status, h.Get("Content-Type"), page)
 	}
 	status, _, metrics := do(t, "GET", g.admin+"/metrics", "", nil, "")
 	for _, want := range []string{
@@ -536,6 +559,24 @@ func TestServeRequestIDsMetricsAndAccessLog(t *testing.T) {
 		t.Fatalf("exit %d after SIGINT:\n%s", code, g.stderr.String())
 	}
 	g.stderr.waitFor(t, `"msg":"stopped"`)
+}
+
+// With -admin-listen off there is no admin listener, and the client listener
+// still does not serve /metrics or /status.
+func TestAdminListenOff(t *testing.T) {
+	e := newEnv(t)
+	g := e.start("-admin-listen", "off")
+	for _, p := range []string{"/metrics", "/status"} {
+		if status, _, _ := do(t, "GET", g.base+p, "", nil, ""); status != 404 {
+			t.Fatalf("%s on the client listener: %d", p, status)
+		}
+	}
+	if status, _, _ := do(t, "GET", g.base+"/readyz", "", nil, ""); status != 200 {
+		t.Fatalf("/readyz on the client listener: %d", status)
+	}
+	if strings.Contains(g.stderr.String(), "admin listening") {
+		t.Fatalf("an admin listener with -admin-listen off:\n%s", g.stderr.String())
+	}
 }
 
 func TestReloadAddsModelAndKeyWithoutDroppingStream(t *testing.T) {

@@ -99,3 +99,12 @@ func causeText(err error) string {
 	}
 	return "upstream_error"
 }
+
+// ExcludedUntil returns when the deployment's current exclusion ends, or the
+// zero time when it has none at now (unix nanoseconds).
+func (d *Deployment) ExcludedUntil(now int64) time.Time {
+	if until := d.downUntil.Load(); until > now {
+		return time.Unix(0, until)
+	}
+	return time.Time{}
+}

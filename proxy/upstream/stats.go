@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/modelgate/gateway/proxy/latency"
 )
 
 // Stats is what a deployment carries for metrics. The zero value is ready;
@@ -17,14 +19,14 @@ type Stats struct {
 	moves atomic.Uint64
 	// Meter holds the deployment's histograms and counters, set by the
 	// gateway's metrics on first use; they live in the gateway's
-	// metrics.Set by name and survive a reload.
+	// registries by name and survive a reload.
 	Meter atomic.Pointer[Meter]
 }
 
-// Meter is a deployment's metrics in the gateway's metrics.Set.
+// Meter is a deployment's metrics, held by name in the gateway's registries.
 type Meter struct {
-	Duration  *metrics.Histogram
-	FirstByte *metrics.Histogram
+	Duration  *latency.Histogram
+	FirstByte *latency.Histogram
 	// Responses counts answers by status class: 0 for no status, 1..5 for
 	// 1xx..5xx; each counter is created on first use.
 	Responses [6]atomic.Pointer[metrics.Counter]

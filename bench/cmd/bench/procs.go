@@ -194,7 +194,7 @@ func startSim(bin, dir, name string, keys [3]string) (*proc, string, error) {
 // a line per request.
 func startGateway(bin, dir, configPath, addr, key string) (*proc, error) {
 	p, err := startProc("gateway", filepath.Join(dir, "gateway.log"), nil, bin,
-		"-config", configPath, "-listen", addr, "-grace", "2s", "-access-log", "off")
+		"-config", configPath, "-listen", addr, "-admin-listen", "off", "-grace", "2s", "-access-log", "off")
 	if err != nil {
 		return nil, err
 	}
