@@ -56,7 +56,33 @@ func (hs *histograms) write(w io.Writer) {
 	hs.mu.Unlock()
 	b := make([]byte, 0, 2048*len(keys))
 	for i, k := range keys {
+		if i == 0 || keys[i-1].name != k.name {
+			b = appendHistogramMetadata(b, k.name)
+		}
 		b = hists[i].AppendPrometheus(b, k.name, k.labels)
 	}
 	w.Write(b)
+}
+
+// histogramHelp is the # HELP text of each latency histogram.
+var histogramHelp = map[string]string{
+	"gateway_upstream_duration_seconds":        "Time from sending an upstream request to the end of its answer, per deployment.",
+	"gateway_upstream_first_byte_seconds":      "Time from sending an upstream request to the first byte of its answer, per deployment.",
+	"gateway_store_operation_duration_seconds": "Time one store operation took, per operation.",
+}
+
+// appendHistogramMetadata appends the # HELP and # TYPE lines of the
+// histogram name, as the rest of /metrics carries them.
+func appendHistogramMetadata(b []byte, name string) []byte {
+	help := histogramHelp[name]
+	if help == "" {
+		help = "Latency histogram."
+	}
+	b = append(b, "# HELP "...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	b = append(b, help...)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, name...)
+	return append(b, " histogram\n"...)
 }

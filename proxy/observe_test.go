@@ -790,7 +790,7 @@ func TestUnreachableCauseLogged(t *testing.T) {
 func TestMetricsMetadata(t *testing.T) {
 	e, _ := newOpsEnv(t, nil, Options{})
 	e.do("POST", "/v1/router/beta/v1/chat/completions", bearer(keyA), `{"model":"plain-model","messages":[]}`)
-	_, _, body := e.do("GET", "/metrics", nil, "")
+	_, _, body := adminGet(e.gw, "/metrics")
 	typed, helped := map[string]string{}, map[string]bool{}
 	samples := 0
 	for _, line := range strings.Split(string(body), "\n") {

@@ -26,7 +26,7 @@ func TestStatusPage(t *testing.T) {
 	for _, want := range []string{
 		"v1.2.3-test", "store</td><td id=\"store\">open, 0 files",
 		`data-name="d1-gamma" data-state="excluded"`, `data-name="d2-gamma" data-state="healthy"`,
-		`data-name="d1-alpha" data-state="healthy"`, "4 · 2 · 6", "gamma: ok, 1 of 2 deployments healthy",
+		`data-name="d1-alpha" data-state="healthy"`, "4 · 2 · 6", "&#34;gamma&#34;: {", "&#34;healthy&#34;: 1,",
 		e.gw.state.Load().fingerprint,
 	} {
 		if !strings.Contains(page, want) {
