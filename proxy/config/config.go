@@ -81,6 +81,10 @@ type Timeouts struct {
 	Connect   Duration `yaml:"connect"`    // dial; default 5s
 	FirstByte Duration `yaml:"first_byte"` // request sent → first answer byte; default 10m
 	Idle      Duration `yaml:"idle"`       // between two reads of a streamed answer; default 5m
+	// IdleConn is how long an unused upstream connection is kept for reuse;
+	// default 4s, below the 5 s after which Node servers and many load
+	// balancers close an idle connection.
+	IdleConn Duration `yaml:"idle_conn"`
 }
 
 // Health sets when a failing deployment is excluded, and for how long.

@@ -36,6 +36,8 @@ type Deployment struct {
 
 	maxFailures int32
 	cooldown    time.Duration
+	maxConns    int
+	idleConn    time.Duration
 
 	// Stats holds picks, session moves and the deployment's metrics.
 	Stats Stats
@@ -66,6 +68,8 @@ func New(u config.Upstream, t config.Timeouts, h config.Health) *Deployment {
 		cfg:         u,
 		maxFailures: int32(h.Failures),
 		cooldown:    h.Cooldown.D(),
+		maxConns:    u.MaxConns,
+		idleConn:    t.IdleConn.D(),
 	}
 	d.client = newClient(addr, isTLS, u.MaxConns, t)
 	return d
@@ -80,7 +84,7 @@ func newClient(addr string, isTLS bool, maxConns int, t config.Timeouts) *fastht
 		IsTLS:                         isTLS,
 		Dial:                          dial.Dial,
 		MaxConns:                      maxConns,
-		MaxIdleConnDuration:           30 * time.Second,
+		MaxIdleConnDuration:           t.IdleConn.D(),
 		MaxIdemponentCallAttempts:     1,
 		ReadBufferSize:                8 << 10,
 		WriteBufferSize:               8 << 10,
@@ -93,7 +97,7 @@ func newClient(addr string, isTLS bool, maxConns int, t config.Timeouts) *fastht
 
 // Same reports whether the deployment can be kept across a reload to u.
 func (d *Deployment) Same(u config.Upstream, t config.Timeouts, h config.Health) bool {
-	return d.cfg == u && d.maxFailures == int32(h.Failures) && d.cooldown == h.Cooldown.D()
+	return d.cfg == u && d.idleConn == t.IdleConn.D() && d.maxFailures == int32(h.Failures) && d.cooldown == h.Cooldown.D()
 }
 
 // Name is the deployment's configured name.

@@ -37,6 +37,10 @@ type Relay struct {
 	broken    bool   // the stream ended in error: pending is all that is left
 	sent      int64  // body bytes relayed
 	firstByte time.Time
+
+	// StaleRetries counts the sends that went again after a reused
+	// connection turned out closed (see Send).
+	StaleRetries int
 }
 
 // Tap sees every chunk of a streamed answer as it is read, before the client
@@ -54,17 +58,30 @@ func (r *Relay) Reset() {
 	r.peek, r.canPeek = upstreamPeek{}, false
 	r.pending = r.pending[:0]
 	r.sent, r.firstByte = 0, time.Time{}
+	r.StaleRetries = 0
 }
 
 // Send makes the upstream call req to dep; stream asks for the answer's body
 // as a stream. On success the deployment's in-flight count stays raised
 // until the answer is relayed; on failure the deployment's health counts it.
 // req may be released as soon as Send returns.
+//
+// A call that fails on a reused connection the upstream had closed while idle
+// (see Stale) goes again on another connection; each such failure closes a
+// connection, so the loop ends within the pool's size.
 func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error {
 	r.dep = dep
-	r.resp.StreamBody = stream
 	dep.inflight.Add(1)
-	err := dep.client.Do(req, &r.resp)
+	var err error
+	for range dep.maxConns + 1 {
+		r.resp.Reset() // no earlier attempt's connection is read by Stale
+		r.resp.StreamBody = stream
+		if err = dep.client.Do(req, &r.resp); err == nil || !Stale(&r.resp) {
+			break
+		}
+		r.StaleRetries++
+		dep.Stats.staleRetries.Add(1)
+	}
 	if err != nil {
 		dep.inflight.Add(-1)
 		dep.Failed()

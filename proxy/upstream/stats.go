@@ -15,6 +15,9 @@ type Stats struct {
 	// moves counts the picks with a session key that did not go to the key's
 	// first choice, because that one was excluded or had failed.
 	moves atomic.Uint64
+	// staleRetries counts the calls sent again after a reused connection
+	// turned out closed by the upstream.
+	staleRetries atomic.Uint64
 	// Meter holds the deployment's histograms and counters, set by the
 	// gateway's metrics on first use; they live in the gateway's
 	// metrics.Set by name and survive a reload.
@@ -40,6 +43,10 @@ func (s *Stats) picked(moved bool) {
 
 // Picks returns how often the deployment was picked.
 func (s *Stats) Picks() uint64 { return s.picks.Load() }
+
+// StaleRetries returns how many calls were sent again on another
+// connection after a reused one turned out closed by the upstream.
+func (s *Stats) StaleRetries() uint64 { return s.staleRetries.Load() }
 
 // Moves returns how many of those picks moved a session off its first choice.
 func (s *Stats) Moves() uint64 { return s.moves.Load() }
