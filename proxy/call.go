@@ -86,8 +86,9 @@ type call struct {
 	cause       error // internal cause of a failure, logged, never shown
 
 	// up is the upstream call and the relay of its answer.
-	up   upstream.Relay
-	done bool // a streamed answer owns the call: Close releases it
+	up       upstream.Relay
+	attempts int  // deployments the call was sent to (see forward)
+	done     bool // a streamed answer owns the call: Close releases it
 	// onStream, when set, sees every chunk relayed (Responses reads the id).
 	onStream func(c *call, p []byte)
 	// onAnswer, when set, sees a buffered answer before it is written; false
@@ -128,7 +129,7 @@ func (c *call) release() {
 	c.up.Reset()
 	c.g, c.st, c.ctx, c.model, c.dep = nil, nil, nil, nil, nil
 	c.keyID = ""
-	c.done = false
+	c.done, c.attempts = false, 0
 	c.onStream, c.onAnswer = nil, nil
 	c.owned, c.inherited, c.recorded = store.Response{}, "", false
 	c.status = 0
@@ -294,30 +295,6 @@ func (c *call) bodyWithoutSessionID() []byte {
 	}
 	c.spliced = parse.AppendWithoutSessionID(c.spliced[:0], c.body, &c.fields)
 	return c.spliced
-}
-
-// forward sends the request to a deployment of r chosen by key and relays the
-// answer. A deployment that cannot be connected to is marked failed and the
-// call moves to the next choice; nothing had reached it.
-func (c *call) forward(r *upstream.Route, key []byte, path string, body []byte, stream bool) {
-	var tried affinity.Set
-	for {
-		i, dep := r.Pick(key, tried)
-		if dep == nil {
-			c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached"})
-			return
-		}
-		err := c.send(dep, path, body, stream)
-		if err == nil {
-			c.relay()
-			return
-		}
-		if !upstream.IsDialError(err) {
-			c.fail(upstreamError(err))
-			return
-		}
-		tried = tried.With(i)
-	}
 }
 
 // forwardTo sends the request to one given deployment (the one that holds a

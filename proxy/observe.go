@@ -238,7 +238,7 @@ const maxLoggedModel = 256
 // strings made from hex are valid until the scratch goes back to the pool,
 // after the line is written.
 type accessScratch struct {
-	attrs [16]slog.Attr
+	attrs [24]slog.Attr
 	hex   [16]byte
 }
 
@@ -272,6 +272,9 @@ func (o *observer) logAccess(c *call, status int, now time.Time, bytesIn, bytesO
 	}
 	if c.hasSession {
 		a = append(a, slog.String("session", b2s(appendSessionHash(sc.hex[:0], c.sessionHash))))
+	}
+	if c.attempts > 1 || c.up.StaleRetries > 0 {
+		a = append(a, slog.Int("attempts", c.attempts), slog.Int("stale_retries", c.up.StaleRetries))
 	}
 	if c.reason != "" {
 		a = append(a, slog.String("reason", c.reason))
@@ -347,6 +350,7 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 	for _, d := range deps {
 		b = appendSample(b, "gateway_affinity_session_moves_total", d, "", int64(d.Stats.Moves()))
 	}
+	b = appendRetryMetrics(b, deps)
 	if s := g.obs.store; s != nil {
 		count, size := s.FileStats()
 		b = append(b, "gateway_files_stored "...)
@@ -356,6 +360,25 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 		b = append(b, '\n')
 	}
 	w.Write(b)
+}
+
+// appendRetryMetrics appends the deployments' upstream attempts, retries by
+// reason and retries refused by the budget.
+func appendRetryMetrics(b []byte, deps []*upstream.Deployment) []byte {
+	for _, d := range deps {
+		b = appendSample(b, "gateway_upstream_attempts_total", d, "", int64(d.Stats.Attempts()))
+	}
+	for _, d := range deps {
+		for r := upstream.RetryReason(1); r < upstream.NumRetryReasons; r++ {
+			if n := d.Stats.Retries(r); n > 0 {
+				b = appendSample(b, "gateway_upstream_retries_total", d, `,reason="`+r.String()+`"`, int64(n))
+			}
+		}
+	}
+	for _, d := range deps {
+		b = appendSample(b, "gateway_upstream_retry_budget_exhausted_total", d, "", int64(d.Stats.BudgetExhausted()))
+	}
+	return b
 }
 
 // appendSample appends `name{deployment="<d.name>"<more>} v`.

@@ -21,6 +21,7 @@ type Config struct {
 	Groups    []Group    `yaml:"groups"`
 	Timeouts  Timeouts   `yaml:"timeouts"`
 	Health    Health     `yaml:"health"`
+	Retry     Retry      `yaml:"retry"`
 	Limits    Limits     `yaml:"limits"`
 	Responses Responses  `yaml:"responses"`
 	Files     Files      `yaml:"files"`
@@ -91,6 +92,15 @@ type Timeouts struct {
 type Health struct {
 	Failures int      `yaml:"failures"` // consecutive failures that exclude; default 3
 	Cooldown Duration `yaml:"cooldown"` // how long it stays excluded; default 10s
+}
+
+// Retry sets failover: how many deployments a call may try before the first
+// answer byte reaches the client, and the budget that bounds retries to a
+// share of traffic. See docs/failover.md.
+type Retry struct {
+	Attempts           int `yaml:"attempts"`              // deployments tried per call; default 3, 1 turns failover off
+	BudgetPercent      int `yaml:"budget_percent"`        // retries per deployment, in % of its calls over 10 s; default 20
+	BudgetMinPerSecond int `yaml:"budget_min_per_second"` // retries always allowed per deployment and second; default 3
 }
 
 // Limits bounds request bodies per route kind.

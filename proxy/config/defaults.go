@@ -21,6 +21,15 @@ func (c *Config) EnsureDefaults() {
 		c.Health.Failures = 3
 	}
 	setDefault(&c.Health.Cooldown, 10*time.Second)
+	if c.Retry.Attempts == 0 {
+		c.Retry.Attempts = 3
+	}
+	if c.Retry.BudgetPercent == 0 {
+		c.Retry.BudgetPercent = 20
+	}
+	if c.Retry.BudgetMinPerSecond == 0 {
+		c.Retry.BudgetMinPerSecond = 3
+	}
 	if c.Limits.MaxBodyBytes == 0 {
 		c.Limits.MaxBodyBytes = 32 << 20
 	}

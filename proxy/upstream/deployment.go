@@ -39,6 +39,9 @@ type Deployment struct {
 	maxConns    int
 	idleConn    time.Duration
 
+	// Budget bounds the retries of calls that failed on the deployment.
+	Budget Budget
+
 	// Stats holds picks, session moves and the deployment's metrics.
 	Stats Stats
 }

@@ -36,3 +36,15 @@ func (d *Deployment) Failed() bool {
 func FailureStatus(status int) bool {
 	return status >= 500 && status != 501 && status != 505
 }
+
+// ExcludeFor excludes the deployment for d from now, unless an exclusion
+// already runs longer: a rate-limited deployment is routed around at once.
+func (d *Deployment) ExcludeFor(dur time.Duration) {
+	until := time.Now().Add(dur).UnixNano()
+	for {
+		cur := d.downUntil.Load()
+		if cur >= until || d.downUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}

@@ -72,6 +72,8 @@ func (r *Relay) Reset() {
 func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error {
 	r.dep = dep
 	dep.inflight.Add(1)
+	dep.Stats.attempts.Add(1)
+	dep.Budget.called(time.Now().Unix())
 	var err error
 	for range dep.maxConns + 1 {
 		r.resp.Reset() // no earlier attempt's connection is read by Stale
@@ -80,7 +82,7 @@ func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error 
 			break
 		}
 		r.StaleRetries++
-		dep.Stats.staleRetries.Add(1)
+		dep.Stats.Retried(RetryStale)
 	}
 	if err != nil {
 		dep.inflight.Add(-1)
@@ -94,11 +96,7 @@ func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error 
 // gateway sets itself. It returns the status.
 func (r *Relay) Begin(out *fasthttp.Response) int {
 	status := r.resp.StatusCode()
-	if FailureStatus(status) {
-		r.dep.Failed()
-	} else {
-		r.dep.Succeeded()
-	}
+	r.judge(status)
 	out.SetStatusCode(status)
 	out.Header.DisableNormalizing() // the provider's header names go out as it sent them
 	for name, value := range r.resp.Header.All() {
