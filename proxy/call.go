@@ -79,8 +79,8 @@ type call struct {
 
 	// What the access log and metrics read when the call finishes.
 	reason      string    // why the gateway rejected the call ("" when it did not)
-	firstByte   time.Time // when the first answer byte was ready for the client
-	bytesOut    int64     // answer body bytes relayed
+	firstByte   time.Time // when the first answer byte was ready (a stream's: up.FirstByte)
+	bytesOut    int64     // answer body bytes written (a stream's: up.Sent)
 	sessionHash uint64    // affinity.Hash of the session key, when there was one
 	hasSession  bool
 	cause       error // internal cause of a failure, logged, never shown
