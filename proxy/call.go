@@ -313,6 +313,9 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 	c.dep = dep
 	req := fasthttp.AcquireRequest()
 	c.prepare(req, dep, path, body)
+	if !c.g.opts.NoTokenUsage {
+		c.up.CountUsage()
+	}
 	err := c.up.Send(dep, req, stream)
 	// The request is written whole by the time Send returns; a long stream
 	// should not keep its headers and body alive.

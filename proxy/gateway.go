@@ -33,6 +33,9 @@ type Options struct {
 	AccessLog *slog.Logger
 	// MetricsOnAdmin serves /metrics only from AdminHandler, not from Handler.
 	MetricsOnAdmin bool
+	// NoTokenUsage turns off reading the token usage of answers (counted in
+	// gateway_tokens_total and the access log).
+	NoTokenUsage bool
 }
 
 // Gateway serves the client-facing endpoints. Safe for concurrent use; Reload

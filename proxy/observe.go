@@ -194,6 +194,9 @@ func (g *Gateway) finish(c *call) {
 		}
 		o.upstreamResponses(d, m, class).Inc()
 	}
+	if u := c.up.Usage(); u.Found && c.model != nil {
+		o.countTokens(&c.model.tokens, c.model.id, c.keyID, &u)
+	}
 	if o.access != nil {
 		o.logAccess(c, status, now, bytesIn, bytesOut)
 	}
@@ -276,6 +279,7 @@ func (o *observer) logAccess(c *call, status int, now time.Time, bytesIn, bytesO
 	if c.attempts > 1 || c.up.StaleRetries > 0 {
 		a = append(a, slog.Int("attempts", c.attempts), slog.Int("stale_retries", c.up.StaleRetries))
 	}
+	a = appendUsageAttrs(a, c.up.Usage())
 	if c.reason != "" {
 		a = append(a, slog.String("reason", c.reason))
 	}

@@ -32,6 +32,7 @@ type model struct {
 	// grouped holds, per group name, the routes restricted to that group.
 	grouped map[string]*[family.Count]*upstream.Route
 	stats   modelStats // request counters; see observe.go
+	tokens  tokenStats // token counters per key id; see tokens.go
 }
 
 // buildState makes a state from cfg, reusing unchanged deployments of prev so

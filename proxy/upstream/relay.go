@@ -38,6 +38,8 @@ type Relay struct {
 	sent      int64  // body bytes relayed
 	firstByte time.Time
 
+	usage usageReader // see usage.go
+
 	// StaleRetries counts the sends that went again after a reused
 	// connection turned out closed (see Send).
 	StaleRetries int
@@ -59,6 +61,7 @@ func (r *Relay) Reset() {
 	r.pending = r.pending[:0]
 	r.sent, r.firstByte = 0, time.Time{}
 	r.StaleRetries = 0
+	r.usage.reset()
 }
 
 // Send makes the upstream call req to dep; stream asks for the answer's body
@@ -115,7 +118,9 @@ func (r *Relay) Streamed() bool { return r.resp.BodyStream() != nil }
 // count. It is valid until Reset.
 func (r *Relay) Body() []byte {
 	r.dep.inflight.Add(-1)
-	return r.resp.Body()
+	body := r.resp.Body()
+	r.usage.feed(body)
+	return body
 }
 
 // Stream prepares the relay of a streamed answer as the body of out, whose
