@@ -182,3 +182,34 @@ func TestFailoverOff(t *testing.T) {
 		t.Fatalf("d1 saw %d requests, d2 %d; want 1 and 0", d1, d2)
 	}
 }
+
+// A streamed call whose first choice answers 503 before any byte streams
+// from the second; the access log line names the attempts and the tokens.
+func TestStreamFailsOverBeforeFirstByte(t *testing.T) {
+	e, access := newOpsEnv(t, nil, Options{})
+	s := e.sessionOnD1()
+	e.sim("d1").SetFault(sim.Fault{Status: 503, Times: 1})
+	ac := e.anthropic(keyA, aoption.WithHeader("x-session-id", s))
+	stream := ac.Messages.NewStreaming(context.Background(), messageParams("chat-model"))
+	var msg anthropic.Message
+	for stream.Next() {
+		if err := msg.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if stream.Err() != nil || !strings.Contains(msg.Content[0].Text, "deployment d2") {
+		t.Fatalf("stream: %v %+v", stream.Err(), msg.Content)
+	}
+	if d1, d2 := e.counts(); d1 != 1 || d2 != 1 {
+		t.Fatalf("d1 saw %d requests, d2 %d; want 1 and 1", d1, d2)
+	}
+	lines := strings.Split(strings.TrimSpace(access.String()), "\n")
+	last := lines[len(lines)-1]
+	want := `"deployment":"d2-alpha","status":200,`
+	for _, w := range []string{want, `"attempts":2`, fmt.Sprintf(`"output_tokens":%d`, msg.Usage.OutputTokens),
+		fmt.Sprintf(`"input_tokens":%d`, msg.Usage.InputTokens)} {
+		if !strings.Contains(last, w) {
+			t.Fatalf("access line without %s:\n%s", w, last)
+		}
+	}
+}
