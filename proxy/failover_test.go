@@ -203,8 +203,14 @@ func TestStreamFailsOverBeforeFirstByte(t *testing.T) {
 	if d1, d2 := e.counts(); d1 != 1 || d2 != 1 {
 		t.Fatalf("d1 saw %d requests, d2 %d; want 1 and 1", d1, d2)
 	}
-	lines := strings.Split(strings.TrimSpace(access.String()), "\n")
-	last := lines[len(lines)-1]
+	// the line is written when the gateway closes the stream, which may come
+	// after the client read its end
+	var last string
+	eventually(t, "the stream's access line", func() bool {
+		lines := strings.Split(strings.TrimSpace(access.String()), "\n")
+		last = lines[len(lines)-1]
+		return strings.Contains(last, `"stream":true`)
+	})
 	want := `"deployment":"d2-alpha","status":200,`
 	for _, w := range []string{want, `"attempts":2`, fmt.Sprintf(`"output_tokens":%d`, msg.Usage.OutputTokens),
 		fmt.Sprintf(`"input_tokens":%d`, msg.Usage.InputTokens)} {

@@ -20,18 +20,33 @@ func (u *usageSum) add(in, out, cached, reasoning int64) {
 }
 
 // checkTokens compares the token counters of key team-a and model with want,
-// against the scrape before.
-func (e *testEnv) checkTokens(before map[string]float64, model string, want usageSum) {
-	e.t.Helper()
-	after := e.scrape()
-	for kind, n := range map[string]int64{"input": want.input, "output": want.output, "cached": want.cached, "reasoning": want.reasoning} {
+// against the scrape before. A streamed call is counted when the gateway
+// closes its stream, which may come after the client read the last byte: the
+// counters are awaited until they reach want.
+func (e *testEnv) checkTokens(t *testing.T, before map[string]float64, model string, want usageSum) {
+	t.Helper()
+	kinds := map[string]int64{"input": want.input, "output": want.output, "cached": want.cached, "reasoning": want.reasoning}
+	var after map[string]float64
+	moved := func(kind string) float64 {
 		series := `gateway_tokens_total{key="team-a",model="` + model + `",kind="` + kind + `"}`
-		if got := after[series] - before[series]; got != float64(n) {
-			e.t.Errorf("%s moved by %v, the simulator reported %d", series, got, n)
+		return after[series] - before[series]
+	}
+	eventually(t, "token counters reach the reported usage", func() bool {
+		after = e.scrape()
+		for kind, n := range kinds {
+			if moved(kind) < float64(n) {
+				return false
+			}
+		}
+		return true
+	})
+	for kind, n := range kinds {
+		if got := moved(kind); got != float64(n) {
+			t.Errorf("%s tokens of %s moved by %v, the simulator reported %d", kind, model, got, n)
 		}
 	}
 	if want.input == 0 || want.output == 0 || want.cached == 0 {
-		e.t.Errorf("the simulator reported too little to compare: %+v", want)
+		t.Errorf("the simulator reported too little to compare: %+v", want)
 	}
 }
 
@@ -79,7 +94,7 @@ func TestTokenUsageMatchesProviders(t *testing.T) {
 		if want.reasoning == 0 {
 			t.Error("no reasoning tokens reported")
 		}
-		e.checkTokens(before, "chat-model", want)
+		e.checkTokens(t, before, "chat-model", want)
 	})
 	t.Run("alpha", func(t *testing.T) {
 		before, want := e.scrape(), usageSum{}
@@ -101,7 +116,7 @@ func TestTokenUsageMatchesProviders(t *testing.T) {
 		}
 		u := streamed.Usage
 		want.add(u.InputTokens, u.OutputTokens, u.CacheReadInputTokens, 0)
-		e.checkTokens(before, "chat-model", want)
+		e.checkTokens(t, before, "chat-model", want)
 	})
 	// The gateway serves gamma's generateContent for image models, unstreamed.
 	t.Run("gamma", func(t *testing.T) {
@@ -115,6 +130,6 @@ func TestTokenUsageMatchesProviders(t *testing.T) {
 			t.Fatal(err)
 		}
 		add(r.UsageMetadata)
-		e.checkTokens(before, "image-model", want)
+		e.checkTokens(t, before, "image-model", want)
 	})
 }
