@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -97,8 +96,9 @@ type call struct {
 	cause       error // internal cause of a failure, logged, never shown
 
 	// up is the upstream call and the relay of its answer.
-	up   upstream.Relay
-	done bool // a streamed answer owns the call: Close releases it
+	up       upstream.Relay
+	attempts int  // deployments the call was sent to (see forward)
+	done     bool // a streamed answer owns the call: Close releases it
 	// onStream, when set, sees every chunk relayed (Responses reads the id).
 	onStream func(c *call, p []byte)
 	// onAnswer, when set, sees a buffered answer before it is written; false
@@ -140,7 +140,7 @@ func (c *call) release() {
 	c.up.Reset()
 	c.g, c.st, c.ctx, c.model, c.dep = nil, nil, nil, nil, nil
 	c.keyID = ""
-	c.done, c.bodyDone = false, false
+	c.done, c.bodyDone, c.attempts = false, false, 0
 	c.onStream, c.onAnswer = nil, nil
 	c.owned, c.inherited, c.recorded = store.Response{}, "", false
 	c.status = 0
@@ -375,42 +375,6 @@ func (c *call) bodyWithoutSessionID() []byte {
 	return c.spliced
 }
 
-// forward sends the request to a deployment of r chosen by key and relays the
-// answer. A deployment that cannot be connected to is marked failed, and one
-// whose connections are all busy past timeouts.connect is passed over; the
-// call moves to the next choice, as nothing had reached it. When every
-// choice failed and one was busy, the answer is 503 busy.
-func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool) {
-	var tried affinity.Set
-	var busy error
-	var last error // why the last deployment tried could not be reached
-	for {
-		i, dep := r.Pick(c.sessionHash, c.hasSession, tried)
-		if dep == nil && busy != nil {
-			c.fail(upstreamError(busy))
-			return
-		}
-		if dep == nil {
-			c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached", Cause: last})
-			return
-		}
-		err := c.send(dep, path, body, stream)
-		if err == nil {
-			c.relay()
-			return
-		}
-		if !upstream.IsDialError(err) {
-			c.fail(upstreamError(err))
-			return
-		}
-		if errors.Is(err, fasthttp.ErrNoFreeConns) {
-			busy = err
-		}
-		last = fmt.Errorf("%s: %w", dep.Name(), err)
-		tried = tried.With(i)
-	}
-}
-
 // forwardTo sends the request to one given deployment (the one that holds a
 // Responses object) and relays the answer.
 func (c *call) forwardTo(dep *upstream.Deployment, path string, body []byte, stream bool) {
@@ -435,6 +399,9 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 	}
 	req := fasthttp.AcquireRequest()
 	c.prepare(req, dep, path, body)
+	if !c.g.opts.NoTokenUsage {
+		c.up.CountUsage()
+	}
 	err := c.up.Send(dep, req, stream)
 	// The request is written whole by the time Send returns; a long stream
 	// should not keep its headers and body alive.

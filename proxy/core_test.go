@@ -347,7 +347,7 @@ func TestAffinitySpreadAndMove(t *testing.T) {
 }
 
 func TestAffinityFailedDeploymentSessionsMoveAndReturn(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newEnv(t, noFailover) // the 503s reach the client and count towards health
 	spread := sessionSpread(e, 40, 2)
 	e.sim("d1").SetFault(sim.Fault{Status: 503})
 	// health: failures 2, cooldown 300ms. Two failures exclude d1.

@@ -32,6 +32,9 @@ type Options struct {
 	AccessLog *slog.Logger
 	// Version is the build's version, shown on the status page.
 	Version string
+	// NoTokenUsage turns off reading the token usage of answers (counted in
+	// gateway_tokens_total and the access log).
+	NoTokenUsage bool
 }
 
 // Gateway serves the client-facing endpoints. Safe for concurrent use; Reload

@@ -29,11 +29,19 @@ type hotBench struct {
 
 var (
 	hotAnswer = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, this is a short answer of a few hundred bytes, which is about what a small chat completion returns to a caller."},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":30,"total_tokens":39}}`)
-	hotStream = []byte("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"}}]}\n\ndata: [DONE]\n\n")
-	hotBody   = []byte(`{"model":"m","session_id":"session-0001","messages":[{"role":"user","content":"Say hello to the benchmark, briefly."}]}`)
+	hotStream = []byte("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"}}]}\n\n" +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,\"total_tokens\":11}}\n\ndata: [DONE]\n\n")
+	hotBody = []byte(`{"model":"m","session_id":"session-0001","messages":[{"role":"user","content":"Say hello to the benchmark, briefly."}]}`)
 )
 
 func newHotBench(tb testing.TB) *hotBench {
+	tb.Helper()
+	return newHotBenchWith(tb, Options{})
+}
+
+// newHotBenchWith is newHotBench with the gateway's options opts (its
+// Logger is set here).
+func newHotBenchWith(tb testing.TB, opts Options) *hotBench {
 	tb.Helper()
 	upLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -62,7 +70,8 @@ models:
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gw, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	gw, err := New(cfg, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -97,6 +106,25 @@ func hotRequest(req *fasthttp.Request, body []byte) {
 func BenchmarkProxiedRequest(b *testing.B) {
 	b.SetBytes(int64(len(hotBody) + len(hotAnswer)))
 	newHotBench(b).proxied(b, hotBody)
+}
+
+// BenchmarkTokenUsage is BenchmarkProxiedRequest and BenchmarkProxiedStream
+// (whose last chunk carries usage) with the reading of token usage on and
+// off: its cost.
+func BenchmarkTokenUsage(b *testing.B) {
+	stream := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	for _, off := range []bool{false, true} {
+		name := "on"
+		if off {
+			name = "off"
+		}
+		b.Run("plain/usage="+name, func(b *testing.B) {
+			newHotBenchWith(b, Options{NoTokenUsage: off}).proxied(b, hotBody)
+		})
+		b.Run("stream/usage="+name, func(b *testing.B) {
+			newHotBenchWith(b, Options{NoTokenUsage: off}).proxied(b, stream)
+		})
+	}
 }
 
 // BenchmarkProxiedStream is a streamed chat completion through the gateway.

@@ -200,6 +200,9 @@ func (g *Gateway) finish(c *call) {
 		}
 		o.upstreamResponses(d, m, class).Inc()
 	}
+	if u := c.up.Usage(); u.Found && c.model != nil {
+		o.countTokens(&c.model.tokens, c.model.id, c.keyID, &u)
+	}
 	if o.access != nil {
 		o.logAccess(c, status, now, bytesIn, bytesOut)
 	}
@@ -244,7 +247,7 @@ const maxLoggedModel = 256
 // strings made from hex are valid until the scratch goes back to the pool,
 // after the line is written.
 type accessScratch struct {
-	attrs [16]slog.Attr
+	attrs [24]slog.Attr
 	hex   [16]byte
 }
 
@@ -279,6 +282,10 @@ func (o *observer) logAccess(c *call, status int, now time.Time, bytesIn, bytesO
 	if c.hasSession {
 		a = append(a, slog.String("session", b2s(appendSessionHash(sc.hex[:0], c.sessionHash))))
 	}
+	if c.attempts > 1 || c.up.StaleRetries > 0 {
+		a = append(a, slog.Int("attempts", c.attempts), slog.Int("stale_retries", c.up.StaleRetries))
+	}
+	a = appendUsageAttrs(a, c.up.Usage())
 	if c.reason != "" {
 		a = append(a, slog.String("reason", c.reason))
 	}
@@ -357,6 +364,7 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 	for _, d := range deps {
 		b = appendSample(b, "gateway_affinity_session_moves_total", d, "", int64(d.Stats.Moves()))
 	}
+	b = appendRetryMetrics(b, deps)
 	if s := g.obs.store; s != nil {
 		count, size := s.FileStats()
 		b = appendMetadata(b, "gateway_files_stored", "gauge", "user-data files in the store")
@@ -382,6 +390,28 @@ func appendMetadata(b []byte, name, typ, help string) []byte {
 	b = append(b, ' ')
 	b = append(b, typ...)
 	return append(b, '\n')
+}
+
+// appendRetryMetrics appends the deployments' upstream attempts, retries by
+// reason and retries refused by the budget.
+func appendRetryMetrics(b []byte, deps []*upstream.Deployment) []byte {
+	b = appendMetadata(b, "gateway_upstream_attempts_total", "counter", "upstream requests sent, retries and resends included, per deployment")
+	for _, d := range deps {
+		b = appendSample(b, "gateway_upstream_attempts_total", d, "", int64(d.Stats.Attempts()))
+	}
+	b = appendMetadata(b, "gateway_upstream_retries_total", "counter", "calls sent again after a failure before the first answer byte, per deployment and reason")
+	for _, d := range deps {
+		for r := upstream.RetryReason(1); r < upstream.NumRetryReasons; r++ {
+			if n := d.Stats.Retries(r); n > 0 {
+				b = appendSample(b, "gateway_upstream_retries_total", d, `,reason="`+r.String()+`"`, int64(n))
+			}
+		}
+	}
+	b = appendMetadata(b, "gateway_upstream_retry_budget_exhausted_total", "counter", "retries refused because the deployment's retry budget was spent")
+	for _, d := range deps {
+		b = appendSample(b, "gateway_upstream_retry_budget_exhausted_total", d, "", int64(d.Stats.BudgetExhausted()))
+	}
+	return b
 }
 
 // appendSample appends `name{deployment="<d.name>"<more>} v`.

@@ -258,7 +258,8 @@ func TestMetricsMoveWithRequests(t *testing.T) {
 // A session whose first choice is excluded moves: the pick is counted as a
 // session move on the deployment it went to, and the exclusion shows.
 func TestMetricsSessionMovesAndHealth(t *testing.T) {
-	e, _ := newOpsEnv(t, longCooldown, Options{})
+	// failover off: the 503s reach the client and count towards health
+	e, _ := newOpsEnv(t, func(y string) string { return noFailover(longCooldown(y)) }, Options{})
 	var onD1 string
 	for i := 0; onD1 == ""; i++ {
 		if i == 100 {

@@ -40,6 +40,7 @@ type model struct {
 	// by another name call it; nil when none does.
 	renamed map[string]providerModel
 	stats   modelStats // request counters; see observe.go
+	tokens  tokenStats // token counters per key id; see tokens.go
 }
 
 // buildState makes a state from cfg, reusing unchanged deployments of prev so

@@ -280,7 +280,7 @@ func (m *alphaStream) appendMessage(b []byte) []byte {
 
 func (m *alphaStream) appendUsage(b []byte, out int64) []byte {
 	b = appendIntField(append(b, '{'), "input_tokens", m.inTok)
-	b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0`...)
+	b = appendIntField(append(b, `,"cache_creation_input_tokens":0`...), "cache_read_input_tokens", cachedTokens(m.inTok))
 	b = appendIntField(b, "output_tokens", out)
 	return append(b, `,"service_tier":"standard"}`...)
 }

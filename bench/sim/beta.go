@@ -190,7 +190,9 @@ func (cs *chatStream) appendUsage(b []byte) []byte {
 	b = appendIntField(append(b, '{'), "prompt_tokens", cs.inTok)
 	b = appendIntField(b, "completion_tokens", cs.outTok)
 	b = appendIntField(b, "total_tokens", cs.inTok+cs.outTok)
-	return append(b, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
+	b = appendIntField(append(b, `,"prompt_tokens_details":{`...), "cached_tokens", cachedTokens(cs.inTok))
+	b = appendIntField(append(b, `,"audio_tokens":0},"completion_tokens_details":{`...), "reasoning_tokens", reasoningTokens(cs.outTok))
+	return append(b, `,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
 }
 
 func (cs *chatStream) appendCompletion(b []byte) []byte {

@@ -25,9 +25,7 @@ func (s *Server) readControl(h *fasthttp.RequestHeader, c *control) error {
 	c.eventDelay = s.o.EventDelay
 	c.imageBytes = 0
 	c.fault = Fault{}
-	if f := s.fault.Load(); f != nil {
-		c.fault = *f
-	}
+	s.takeFault(&c.fault)
 	if v := h.Peek("x-sim-latency"); len(v) > 0 {
 		d, err := parseDelay("x-sim-latency", v)
 		if err != nil {
@@ -84,7 +82,8 @@ func parseCount(name string, v []byte, lo, hi int) (int, error) {
 }
 
 // ParseFault parses an x-sim-fault value into f: a comma-separated list of
-// status=NNN, reset, cut=N, error=N and first-byte=DURATION.
+// status=NNN, retry-after=VALUE, reset, cut=N, error=N, first-byte=DURATION
+// and drop-idle.
 func ParseFault(v []byte, f *Fault) error {
 	for len(v) > 0 {
 		var item []byte
@@ -115,6 +114,10 @@ func parseFaultItem(item []byte, f *Fault) error {
 		f.CutAfter, err = parseCount("x-sim-fault cut", val, 1, maxEvents)
 	case "error":
 		f.ErrorAfter, err = parseCount("x-sim-fault error", val, 1, maxEvents)
+	case "retry-after":
+		f.RetryAfter = string(val)
+	case "drop-idle":
+		f.DropIdle = true
 	case "first-byte":
 		f.FirstByteDelay, err = parseDelay("x-sim-fault first-byte", val)
 	default:

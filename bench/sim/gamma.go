@@ -253,10 +253,14 @@ func (g *gammaAnswer) appendUsage(b []byte, full bool) []byte {
 		}
 	}
 	b = appendIntField(append(b, '{'), "promptTokenCount", g.inTok)
+	b = appendIntField(b, "cachedContentTokenCount", cachedTokens(g.inTok))
+	thoughts := int64(0)
 	if full {
+		thoughts = reasoningTokens(g.outTok)
 		b = appendIntField(b, "candidatesTokenCount", out)
+		b = appendIntField(b, "thoughtsTokenCount", thoughts)
 	}
-	b = appendIntField(b, "totalTokenCount", g.inTok+out)
+	b = appendIntField(b, "totalTokenCount", g.inTok+out+thoughts)
 	b = append(b, `,"promptTokensDetails":[{"modality":"TEXT","tokenCount":`...)
 	b = strconv.AppendInt(b, g.inTok, 10)
 	return append(b, "}]}"...)

@@ -58,11 +58,15 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	}
 	if c.fault.Status != 0 {
 		s.fail(ctx, fam, c.fault.Status, "Simulated failure (x-sim-fault).")
+		setRetryAfter(ctx, &c.fault)
 	} else {
 		s.route(ctx, fam, &c)
 	}
 	if c.fault.CutAfter > 0 && !ctx.Response.IsBodyStream() && !ctx.Hijacked() {
 		hijackPartial(ctx, c.fault.CutAfter)
+	}
+	if c.fault.DropIdle && !ctx.Hijacked() {
+		dropAfterAnswer(ctx)
 	}
 }
 

@@ -98,9 +98,9 @@ func (r *respObj) appendJSON(b []byte, st respState) []byte {
 
 func appendRespUsage(b []byte, in, out int64) []byte {
 	b = appendIntField(append(b, '{'), "input_tokens", in)
-	b = append(b, `,"input_tokens_details":{"cached_tokens":0}`...)
+	b = append(appendIntField(append(b, `,"input_tokens_details":{`...), "cached_tokens", cachedTokens(in)), '}')
 	b = appendIntField(b, "output_tokens", out)
-	b = append(b, `,"output_tokens_details":{"reasoning_tokens":0}`...)
+	b = append(appendIntField(append(b, `,"output_tokens_details":{`...), "reasoning_tokens", reasoningTokens(out)), '}')
 	b = appendIntField(b, "total_tokens", in+out)
 	return append(b, '}')
 }

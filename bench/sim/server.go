@@ -70,6 +70,15 @@ type Fault struct {
 	CutAfter       int           // send this many stream frames (or plain body bytes), then drop the connection
 	ErrorAfter     int           // send this many stream frames, then the family's in-stream error
 	FirstByteDelay time.Duration // delay before any byte of the answer
+	// RetryAfter, with Status, is sent as the answer's retry-after header.
+	RetryAfter string
+	// DropIdle answers normally, then closes the connection without
+	// announcing it (no Connection: close), as a server whose keep-alive
+	// timeout ran out does: the client's next request on it fails.
+	DropIdle bool
+	// Times, with SetFault, limits the fault to the next Times requests;
+	// zero means every request.
+	Times int
 }
 
 // Request is a copy of one received request.
@@ -88,7 +97,7 @@ type Server struct {
 	ids   idGen
 	now   func() time.Time
 	text  string // the answer text of every plain answer and stream
-	fault atomic.Pointer[Fault]
+	fault atomic.Pointer[armedFault]
 	srv   *fasthttp.Server
 
 	recMu   sync.Mutex
@@ -256,14 +265,17 @@ func (s *Server) sleep(d time.Duration) bool {
 	}
 }
 
-// SetFault applies f to every following request until SetFault(Fault{}).
-// A request's own x-sim-fault header takes precedence.
+// SetFault applies f to every following request (to the next f.Times
+// requests, when set) until SetFault(Fault{}). A request's own x-sim-fault
+// header takes precedence.
 func (s *Server) SetFault(f Fault) {
 	if f == (Fault{}) {
 		s.fault.Store(nil)
 		return
 	}
-	s.fault.Store(&f)
+	a := &armedFault{f: f}
+	a.left.Store(int64(f.Times))
+	s.fault.Store(a)
 }
 
 // quietLogger drops fasthttp's connection error logs: broken connections are what

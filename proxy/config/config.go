@@ -22,6 +22,7 @@ type Config struct {
 	Groups    []Group    `yaml:"groups"`
 	Timeouts  Timeouts   `yaml:"timeouts"`
 	Health    Health     `yaml:"health"`
+	Retry     Retry      `yaml:"retry"`
 	Limits    Limits     `yaml:"limits"`
 	Responses Responses  `yaml:"responses"`
 	Files     Files      `yaml:"files"`
@@ -107,12 +108,25 @@ type Timeouts struct {
 	// ClientWriteIdle drops a client whose connection takes no byte of an
 	// answer for this long (see proxy.Gateway.Listener); default 60s.
 	ClientWriteIdle Duration `yaml:"client_write_idle"`
+	// IdleConn is how long an unused upstream connection is kept for reuse;
+	// default 4s, below the 5 s after which Node servers and many load
+	// balancers close an idle connection.
+	IdleConn Duration `yaml:"idle_conn"`
 }
 
 // Health sets when a failing deployment is excluded, and for how long.
 type Health struct {
 	Failures int      `yaml:"failures"` // consecutive failures that exclude; default 3
 	Cooldown Duration `yaml:"cooldown"` // how long it stays excluded; default 10s
+}
+
+// Retry sets failover: how many deployments a call may try before the first
+// answer byte reaches the client, and the budget that bounds retries to a
+// share of traffic. See docs/failover.md.
+type Retry struct {
+	Attempts           int `yaml:"attempts"`              // deployments tried per call; default 3, 1 turns failover off
+	BudgetPercent      int `yaml:"budget_percent"`        // retries per deployment, in % of its calls over 10 s; default 20
+	BudgetMinPerSecond int `yaml:"budget_min_per_second"` // retries always allowed per deployment and second; default 3
 }
 
 // Limits bounds request bodies per route kind and the upstream answers the

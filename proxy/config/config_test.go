@@ -37,6 +37,12 @@ func TestParseConfigExpandsEnvAndDefaults(t *testing.T) {
 	if cfg.Timeouts.Connect.D() != 5*time.Second || cfg.Timeouts.FirstByte.D() != 10*time.Minute || cfg.Timeouts.Idle.D() != 5*time.Minute {
 		t.Fatalf("timeout defaults: %+v", cfg.Timeouts)
 	}
+	if cfg.Timeouts.IdleConn.D() != 4*time.Second {
+		t.Fatalf("idle_conn default: %v", cfg.Timeouts.IdleConn.D())
+	}
+	if cfg.Retry != (Retry{Attempts: 3, BudgetPercent: 20, BudgetMinPerSecond: 3}) {
+		t.Fatalf("retry defaults: %+v", cfg.Retry)
+	}
 	if cfg.Health.Failures != 3 || cfg.Limits.MaxBodyBytes != 32<<20 || cfg.Upstreams[0].MaxConns != 512 {
 		t.Fatalf("defaults: %+v %+v %+v", cfg.Health, cfg.Limits, cfg.Upstreams[0])
 	}
@@ -91,6 +97,8 @@ func TestConfigValidationNamesField(t *testing.T) {
 	f("bad sha256", base("  - {id: a, sha256: xyz}\n", okUps, okModels), "keys[0].sha256")
 	f("bad family", base(okKeys, "  - {name: u1, family: delta, base_url: \"http://h/v1\"}\n", okModels), "upstreams[0].family")
 	f("bad scheme", base(okKeys, "  - {name: u1, family: beta, base_url: \"ftp://h/v1\"}\n", okModels), "upstreams[0].base_url")
+	f("too many attempts", base(okKeys, okUps, okModels)+"retry: {attempts: 11}\n", "retry.attempts")
+	f("budget over 100%", base(okKeys, okUps, okModels)+"retry: {budget_percent: 101}\n", "retry.budget_percent")
 	f("no base url", base(okKeys, "  - {name: u1, family: beta}\n", okModels), "upstreams[0].base_url")
 	f("duplicate upstream", base(okKeys, okUps+okUps, okModels), "upstreams[1].name")
 	f("unknown upstream", base(okKeys, okUps, "  - {id: m, upstreams: [nope]}\n"), "models[0].upstreams[0]")

@@ -24,10 +24,20 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.Timeouts.FirstByte, 10*time.Minute)
 	setDefault(&c.Timeouts.Idle, 5*time.Minute)
 	setDefault(&c.Timeouts.ClientWriteIdle, time.Minute)
+	setDefault(&c.Timeouts.IdleConn, 4*time.Second)
 	if c.Health.Failures == 0 {
 		c.Health.Failures = 3
 	}
 	setDefault(&c.Health.Cooldown, 10*time.Second)
+	if c.Retry.Attempts == 0 {
+		c.Retry.Attempts = 3
+	}
+	if c.Retry.BudgetPercent == 0 {
+		c.Retry.BudgetPercent = 20
+	}
+	if c.Retry.BudgetMinPerSecond == 0 {
+		c.Retry.BudgetMinPerSecond = 3
+	}
 	if c.Limits.MaxBodyBytes == 0 {
 		c.Limits.MaxBodyBytes = 32 << 20
 	}

@@ -70,6 +70,7 @@ func (c *Config) validate() problems {
 		p.add("store.durability", "must be process or machine, not %q", c.Store.Durability)
 	}
 	p.limits(c)
+	p.retry(c.Retry)
 	return p
 }
 
@@ -243,6 +244,18 @@ func (p *problems) limits(c *Config) {
 	}
 	if d := c.Files.DefaultExpiresIn.D(); d < time.Hour || d > 90*24*time.Hour {
 		p.add("files.default_expires_in", "must be between 1h and 2160h (the upload limits)")
+	}
+}
+
+func (p *problems) retry(r Retry) {
+	if r.Attempts < 1 || r.Attempts > 10 {
+		p.add("retry.attempts", "must be between 1 and 10")
+	}
+	if r.BudgetPercent < 0 || r.BudgetPercent > 100 {
+		p.add("retry.budget_percent", "must be between 0 and 100")
+	}
+	if r.BudgetMinPerSecond < 0 {
+		p.add("retry.budget_min_per_second", "must not be negative")
 	}
 }
 

@@ -45,6 +45,12 @@ type Deployment struct {
 	logEvery                 time.Duration
 	lastDownLog, lastBackLog throttle
 
+	maxConns    int
+	idleConn    time.Duration
+
+	// Budget bounds the retries of calls that failed on the deployment.
+	Budget Budget
+
 	// Stats holds picks, session moves and the deployment's metrics.
 	Stats Stats
 }
@@ -76,6 +82,8 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 		cooldown:    h.Cooldown.D(),
 		maxAnswer:   l.MaxResponseBytes,
 		logEvery:    LogEvery,
+		maxConns:    u.MaxConns,
+		idleConn:    t.IdleConn.D(),
 	}
 	d.client = newClient(addr, isTLS, u.MaxConns, t)
 	if !d.loadsItself() {
@@ -93,7 +101,7 @@ func newClient(addr string, isTLS bool, maxConns int, t config.Timeouts) *fastht
 		IsTLS:                         isTLS,
 		Dial:                          dial.Dial,
 		MaxConns:                      maxConns,
-		MaxIdleConnDuration:           30 * time.Second,
+		MaxIdleConnDuration:           t.IdleConn.D(),
 		MaxIdemponentCallAttempts:     1,
 		ReadBufferSize:                8 << 10,
 		WriteBufferSize:               8 << 10,
@@ -107,8 +115,8 @@ func newClient(addr string, isTLS bool, maxConns int, t config.Timeouts) *fastht
 
 // Same reports whether the deployment can be kept across a reload to u.
 func (d *Deployment) Same(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits) bool {
-	return d.cfg == u && d.maxFailures == int32(h.Failures) && d.cooldown == h.Cooldown.D() &&
-		d.maxAnswer == l.MaxResponseBytes
+	return d.cfg == u && d.idleConn == t.IdleConn.D() && d.maxFailures == int32(h.Failures) &&
+		d.cooldown == h.Cooldown.D() && d.maxAnswer == l.MaxResponseBytes
 }
 
 // fasthttpLinearMax is the largest bound at which fasthttp's own read of a

@@ -31,7 +31,9 @@ func (d *dialer) Dial(addr string) (net.Conn, error) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	return &deadlineConn{Conn: c, firstByte: d.firstByte, idle: d.idle}, nil
+	dc := &deadlineConn{Conn: c, firstByte: d.firstByte, idle: d.idle}
+	dc.local = connAddr{Addr: c.LocalAddr(), conn: dc}
+	return dc, nil
 }
 
 // IsDialError reports whether err is a failure to reach the deployment at
@@ -46,6 +48,15 @@ type deadlineConn struct {
 	net.Conn
 	firstByte, idle time.Duration
 	awaiting        bool
+	// answers counts the answers whose first byte was read: a request
+	// written when it is not zero goes over a reused connection.
+	answers int
+	reused  bool // the request being served went over a reused connection
+	// stale records that the request being served failed on a reused
+	// connection before any byte of its answer: the upstream had closed it
+	// while idle. See Stale.
+	stale bool
+	local connAddr
 	// deadline is the read deadline in force; it is moved only when the
 	// wanted one is later by more than a sixteenth of the timeout, so a busy
 	// stream does not re-arm a timer on every read.
@@ -53,8 +64,15 @@ type deadlineConn struct {
 }
 
 func (c *deadlineConn) Write(p []byte) (int, error) {
+	if !c.awaiting {
+		c.reused, c.stale = c.answers > 0, false
+	}
 	c.awaiting = true
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	if err != nil && c.reused && !IsTimeout(err) {
+		c.stale = true
+	}
+	return n, err
 }
 
 func (c *deadlineConn) Read(p []byte) (int, error) {
@@ -73,9 +91,36 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
+		if c.awaiting {
+			c.answers++
+		}
 		c.awaiting = false
+	} else if err != nil && c.awaiting && c.reused && !IsTimeout(err) {
+		c.stale = true
 	}
 	return n, err
+}
+
+// LocalAddr returns the connection's local address, which also tells
+// Stale about the connection (fasthttp hands it to the Response).
+func (c *deadlineConn) LocalAddr() net.Addr { return &c.local }
+
+// connAddr is a connection's local address, with the connection it names.
+type connAddr struct {
+	net.Addr
+	conn *deadlineConn
+}
+
+// Stale reports whether the call that filled resp and failed did so on a
+// reused connection that the upstream had closed while it was idle: the
+// write failed or the connection ended before any byte of the answer (a
+// timeout is not that). Such a call may go again on a fresh connection to
+// the same deployment, as nginx and Go's http.Transport do: the upstream
+// dropped the connection without reading the request. fasthttp closes a
+// connection that failed, so its state is read once nothing else uses it.
+func Stale(resp *fasthttp.Response) bool {
+	a, ok := resp.LocalAddr().(*connAddr)
+	return ok && a.conn.stale
 }
 
 // SetReadDeadline is owned by Read; see dialer.

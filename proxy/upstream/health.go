@@ -108,3 +108,15 @@ func (d *Deployment) ExcludedUntil(now int64) time.Time {
 	}
 	return time.Time{}
 }
+
+// ExcludeFor excludes the deployment for d from now, unless an exclusion
+// already runs longer: a rate-limited deployment is routed around at once.
+func (d *Deployment) ExcludeFor(dur time.Duration) {
+	until := time.Now().Add(dur).UnixNano()
+	for {
+		cur := d.downUntil.Load()
+		if cur >= until || d.downUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}

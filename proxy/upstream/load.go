@@ -31,6 +31,7 @@ func (r *Relay) Load(out *fasthttp.Response, limit int, whole bool) error {
 	stream := r.resp.BodyStream()
 	if stream == nil { // read whole by fasthttp, or an answer without a body
 		out.SwapBody(r.resp.SwapBody(out.SwapBody(nil)))
+		r.usage.feed(out.Body())
 		r.loaded = true
 		r.dep.inflight.Add(-1)
 		return nil
@@ -49,6 +50,9 @@ func (r *Relay) Load(out *fasthttp.Response, limit int, whole bool) error {
 	buf, err := readAnswer(out.SwapBody(nil)[:0], stream, size, limit)
 	out.SwapBody(buf)
 	r.endLoad(err)
+	if err == nil {
+		r.usage.feed(buf)
+	}
 	return err
 }
 

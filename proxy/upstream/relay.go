@@ -41,6 +41,12 @@ type Relay struct {
 	broken    bool   // the stream ended in error: pending is all that is left
 	sent      int64  // body bytes relayed
 	firstByte time.Time
+
+	usage usageReader // see usage.go
+
+	// StaleRetries counts the sends that went again after a reused
+	// connection turned out closed (see Send).
+	StaleRetries int
 }
 
 // Tap sees every chunk of a streamed answer as it is read, before the client
@@ -59,6 +65,8 @@ func (r *Relay) Reset() {
 	r.peek, r.canPeek = upstreamPeek{}, false
 	r.pending = r.pending[:0]
 	r.sent, r.firstByte = 0, time.Time{}
+	r.StaleRetries = 0
+	r.usage.reset()
 }
 
 // Send makes the upstream call req to dep; stream asks for the answer's body
@@ -67,12 +75,26 @@ func (r *Relay) Reset() {
 // deployment's health counts it, unless the deployment was only busy (no
 // free connection in time) or its answer was over the bound. req may be
 // released as soon as Send returns.
+//
+// A call that fails on a reused connection the upstream had closed while idle
+// (see Stale) goes again on another connection; each such failure closes a
+// connection, so the loop ends within the pool's size.
 func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error {
 	r.dep = dep
 	r.wantStream = stream
-	r.resp.StreamBody = stream || dep.loadsItself()
 	dep.inflight.Add(1)
-	err := dep.client.Do(req, &r.resp)
+	dep.Stats.attempts.Add(1)
+	dep.Budget.called(time.Now().Unix())
+	var err error
+	for range dep.maxConns + 1 {
+		r.resp.Reset() // no earlier attempt's connection is read by Stale
+		r.resp.StreamBody = stream || dep.loadsItself()
+		if err = dep.client.Do(req, &r.resp); err == nil || !Stale(&r.resp) {
+			break
+		}
+		r.StaleRetries++
+		dep.Stats.Retried(RetryStale)
+	}
 	if err != nil {
 		dep.inflight.Add(-1)
 		switch {
@@ -91,11 +113,7 @@ func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error 
 // gateway sets itself. It returns the status.
 func (r *Relay) Begin(out *fasthttp.Response) int {
 	status := r.resp.StatusCode()
-	if FailureStatus(status) {
-		r.dep.Failed(StatusError(status))
-	} else {
-		r.dep.Succeeded()
-	}
+	r.judge(status)
 	out.SetStatusCode(status)
 	out.Header.DisableNormalizing() // the provider's header names go out as it sent them
 	for name, value := range r.resp.Header.All() {

@@ -17,6 +17,12 @@ type Stats struct {
 	// moves counts the picks with a session key that did not go to the key's
 	// first choice, because that one was excluded or had failed.
 	moves atomic.Uint64
+	// attempts counts the calls sent; retries the calls that left the
+	// deployment (or went again to it) by reason; exhausted the retries
+	// the budget refused.
+	attempts  atomic.Uint64
+	retries   [NumRetryReasons]atomic.Uint64
+	exhausted atomic.Uint64
 	// Meter holds the deployment's histograms and counters, set by the
 	// gateway's metrics on first use; they live in the gateway's
 	// registries by name and survive a reload.
@@ -42,6 +48,25 @@ func (s *Stats) picked(moved bool) {
 
 // Picks returns how often the deployment was picked.
 func (s *Stats) Picks() uint64 { return s.picks.Load() }
+
+// StaleRetries returns how many calls were sent again on another
+// connection after a reused one turned out closed by the upstream.
+func (s *Stats) StaleRetries() uint64 { return s.retries[RetryStale].Load() }
+
+// Attempts returns how many calls were sent to the deployment.
+func (s *Stats) Attempts() uint64 { return s.attempts.Load() }
+
+// Retries returns how many calls left the deployment for reason.
+func (s *Stats) Retries(reason RetryReason) uint64 { return s.retries[reason].Load() }
+
+// Retried records a call that left the deployment for reason.
+func (s *Stats) Retried(reason RetryReason) { s.retries[reason].Add(1) }
+
+// Refused records a retry the budget refused.
+func (s *Stats) Refused() { s.exhausted.Add(1) }
+
+// BudgetExhausted returns how many retries the budget refused.
+func (s *Stats) BudgetExhausted() uint64 { return s.exhausted.Load() }
 
 // Moves returns how many of those picks moved a session off its first choice.
 func (s *Stats) Moves() uint64 { return s.moves.Load() }

@@ -29,6 +29,7 @@ func (r *Relay) Read(p []byte) (int, error) {
 			r.firstByte = time.Now()
 		}
 		r.sent += int64(n)
+		r.usage.feed(p[:n])
 		if r.sse {
 			r.heads.feed(p[:n])
 		}

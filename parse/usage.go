@@ -1,0 +1,228 @@
+package parse
+
+import "bytes"
+
+// Usage is the token usage an answer reports, as the provider counted it.
+// Found is set when any usage object was read.
+type Usage struct {
+	Input, Output, Cached, Reasoning int64
+	Found                            bool
+}
+
+// maxUsageObject bounds the usage object UsageScanner captures; providers'
+// are a few hundred bytes.
+const maxUsageObject = 1 << 10
+
+// UsageScanner finds the token usage in an answer body or an SSE stream, fed
+// in chunks of any size, without decoding the rest: it looks for members
+// named "usage" or "usageMetadata" whose value is an object, captures that
+// object (at most maxUsageObject bytes) and reads it with ReadUsage. Every
+// provider shape is covered: beta chat's "usage" (also in a stream's last
+// chunk), Responses' "response"."usage" (in response.completed), alpha's
+// "usage" in a message and in the message_start and message_delta events,
+// gamma's "usageMetadata". A later object's counts replace the earlier ones
+// it repeats, which follows alpha's cumulative message_delta.
+//
+// A raw `"usage"` followed by ':' and '{' cannot occur inside a JSON string
+// (its quotes would be escaped), so a match is always a member. The zero
+// value is ready; Reset makes it so again. Not safe for concurrent use.
+type UsageScanner struct {
+	u       Usage
+	match   int  // bytes of the key matched; see step
+	long    bool // the key matched is usageMetadata
+	phase   uint8
+	depth   int
+	inStr   bool
+	esc     bool
+	n       int
+	capture [maxUsageObject]byte
+}
+
+const (
+	phaseKey   uint8 = iota // matching `"usage"` or `"usageMetadata"`
+	phaseColon              // after the key: whitespace, then ':'
+	phaseBrace              // after ':': whitespace, then '{'
+	phaseValue              // inside the captured object
+)
+
+var (
+	usagePrefix  = []byte(`"usage`)
+	usageKey     = []byte(`"usage"`)
+	usageMetaKey = []byte(`"usageMetadata"`)
+)
+
+// Reset makes s ready for another answer.
+func (s *UsageScanner) Reset() {
+	s.u = Usage{}
+	s.match, s.long, s.phase, s.depth, s.inStr, s.esc, s.n = 0, false, phaseKey, 0, false, false, 0
+}
+
+// Usage returns what was found so far.
+func (s *UsageScanner) Usage() Usage { return s.u }
+
+// Feed scans the next chunk of the answer. While no key is half matched, it
+// skips to the next `"usage` with bytes.Index.
+func (s *UsageScanner) Feed(p []byte) {
+	for len(p) > 0 {
+		if s.phase == phaseKey && s.match == 0 {
+			i := bytes.Index(p, usagePrefix)
+			if i < 0 {
+				// the chunk's last bytes may begin a key that the next one ends
+				for _, c := range p[max(len(p)-len(usagePrefix)+1, 0):] {
+					s.key(c)
+				}
+				return
+			}
+			p = p[i:]
+		}
+		c := p[0]
+		p = p[1:]
+		if s.phase == phaseValue {
+			s.value(c)
+		} else {
+			s.step(c)
+		}
+	}
+}
+
+// step advances the search for a usage member by one byte.
+func (s *UsageScanner) step(c byte) {
+	switch s.phase {
+	case phaseColon, phaseBrace:
+		if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+			return
+		}
+		if s.phase == phaseColon && c == ':' {
+			s.phase = phaseBrace
+			return
+		}
+		if s.phase == phaseBrace && c == '{' {
+			s.phase, s.depth, s.inStr, s.esc = phaseValue, 1, false, false
+			s.capture[0], s.n = '{', 1
+			return
+		}
+		s.phase, s.match = phaseKey, 0
+	}
+	s.key(c)
+}
+
+// key matches c against the usage keys; "usage" is a prefix of
+// "usageMetadata", so both are followed at once.
+func (s *UsageScanner) key(c byte) {
+	m := s.match
+	switch {
+	case m < len(usageKey)-1 && c == usageKey[m]:
+		s.match++
+		return
+	case m == len(usageKey)-1 && c == '"' && !s.long:
+		s.phase, s.match = phaseColon, 0
+		return
+	case m >= len(usageKey)-1 && m < len(usageMetaKey) && c == usageMetaKey[m]:
+		s.match++
+		s.long = true
+		if s.match == len(usageMetaKey) {
+			s.phase, s.match, s.long = phaseColon, 0, false
+		}
+		return
+	}
+	s.match, s.long = 0, false
+	if c == '"' {
+		s.match = 1
+	}
+}
+
+// value captures one byte of the usage object; at its end the object is read.
+func (s *UsageScanner) value(c byte) {
+	if s.n == len(s.capture) {
+		s.phase, s.match = phaseKey, 0 // too large for usage: not one
+		return
+	}
+	s.capture[s.n] = c
+	s.n++
+	switch {
+	case s.inStr:
+		s.inStr = s.esc || c != '"'
+		s.esc = !s.esc && c == '\\'
+	case c == '"':
+		s.inStr = true
+	case c == '{' || c == '[':
+		s.depth++
+	case c == '}' || c == ']':
+		if s.depth--; s.depth == 0 {
+			ReadUsage(s.capture[:s.n], &s.u)
+			s.phase, s.match = phaseKey, 0
+		}
+	}
+}
+
+// ReadUsage reads a usage object into u, overwriting the counts it holds:
+// input (prompt_tokens, input_tokens, promptTokenCount), output
+// (completion_tokens, output_tokens, candidatesTokenCount), cached
+// (cache_read_input_tokens, cachedContentTokenCount, and cached_tokens in
+// the input details) and reasoning (thoughtsTokenCount, and
+// reasoning_tokens in the output details). Other members are skipped; a
+// broken object is read as far as it goes. It does not allocate.
+func ReadUsage(obj []byte, u *Usage) {
+	u.Found = true
+	for key, val, i := nextMember(obj, -1); i >= 0; key, val, i = nextMember(obj, i) {
+		switch string(key) {
+		case "prompt_tokens", "input_tokens", "promptTokenCount":
+			setCount(&u.Input, val)
+		case "completion_tokens", "output_tokens", "candidatesTokenCount":
+			setCount(&u.Output, val)
+		case "cache_read_input_tokens", "cachedContentTokenCount":
+			setCount(&u.Cached, val)
+		case "thoughtsTokenCount":
+			setCount(&u.Reasoning, val)
+		case "prompt_tokens_details", "input_tokens_details":
+			setCount(&u.Cached, Member(val, "cached_tokens"))
+		case "completion_tokens_details", "output_tokens_details":
+			setCount(&u.Reasoning, Member(val, "reasoning_tokens"))
+		}
+	}
+}
+
+// nextMember returns the key (raw, without quotes) and value of the member
+// of obj after the one ending at i (-1: the first), and where it ends; the
+// end is -1 when there is none or obj is broken there.
+func nextMember(obj []byte, i int) (key, val []byte, end int) {
+	if i < 0 {
+		if i = skipWS(obj, 0); i >= len(obj) || obj[i] != '{' {
+			return nil, nil, -1
+		}
+	} else if i = skipWS(obj, i); i >= len(obj) || obj[i] != ',' {
+		return nil, nil, -1
+	}
+	i = skipWS(obj, i+1)
+	if i >= len(obj) || obj[i] != '"' {
+		return nil, nil, -1
+	}
+	kend, _ := skipStringLoose(obj, i)
+	if kend < 0 {
+		return nil, nil, -1
+	}
+	key = obj[i+1 : kend-1]
+	if i = skipWS(obj, kend); i >= len(obj) || obj[i] != ':' {
+		return nil, nil, -1
+	}
+	start := skipWS(obj, i+1)
+	if end = skipValueLoose(obj, start); end < 0 {
+		return nil, nil, -1
+	}
+	return key, obj[start:end], end
+}
+
+// setCount sets *n to the non-negative integer v, when v is one.
+func setCount(n *int64, v []byte) {
+	if len(v) == 0 || len(v) > 18 {
+		return
+	}
+	var x int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return
+		}
+		x = x*10 + int64(c-'0')
+	}
+	*n = x
+}

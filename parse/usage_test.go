@@ -1,0 +1,75 @@
+package parse
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestUsageScanner(t *testing.T) {
+	f := func(name, stream string, want Usage) {
+		t.Helper()
+		// Whole, and fed one byte at a time: chunk boundaries never matter.
+		for _, step := range []int{len(stream), 1, 7} {
+			var s UsageScanner
+			for i := 0; i < len(stream); i += step {
+				s.Feed([]byte(stream[i:min(i+step, len(stream))]))
+			}
+			if got := s.Usage(); got != want {
+				t.Fatalf("%s (chunks of %d): got %+v, want %+v", name, step, got, want)
+			}
+		}
+	}
+	f("beta chat", `{"id":"x","choices":[{"message":{"content":"the \"usage\":{\"prompt_tokens\":99}"}}],`+
+		`"usage":{"prompt_tokens":12,"completion_tokens":30,"total_tokens":42,"prompt_tokens_details":{"cached_tokens":4,"audio_tokens":0},`+
+		`"completion_tokens_details":{"reasoning_tokens":8,"audio_tokens":0}}}`,
+		Usage{Input: 12, Output: 30, Cached: 4, Reasoning: 8, Found: true})
+	f("beta chat stream", "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n"+
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":7}}\n\ndata: [DONE]\n\n",
+		Usage{Input: 5, Output: 7, Found: true})
+	f("responses stream", "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n"+
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"usage\":{\"input_tokens\":20,"+
+		"\"input_tokens_details\":{\"cached_tokens\":16},\"output_tokens\":9,\"output_tokens_details\":{\"reasoning_tokens\":3},\"total_tokens\":29},"+
+		"\"metadata\":{\"usage\":\"{not this}\"}}}\n\n",
+		Usage{Input: 20, Output: 9, Cached: 16, Reasoning: 3, Found: true})
+	f("alpha stream", "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":25,"+
+		"\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":10,\"output_tokens\":1}}}\n\n"+
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":15}}\n\n",
+		Usage{Input: 25, Output: 15, Cached: 10, Found: true})
+	f("gamma", `{"candidates":[{"content":{"parts":[{"text":"hi"}]}}],"usageMetadata": {"promptTokenCount": 4, "candidatesTokenCount": 6,`+
+		` "cachedContentTokenCount": 2, "thoughtsTokenCount": 5, "totalTokenCount": 15},"modelVersion":"g"}`,
+		Usage{Input: 4, Output: 6, Cached: 2, Reasoning: 5, Found: true})
+	f("none", `{"usage":null,"x":"usage","usageX":{"input_tokens":1},"y":{"usag":{"input_tokens":2}}}`, Usage{})
+	f("too large", `{"usage":{"input_tokens":1,"pad":"`+strings.Repeat("x", maxUsageObject)+`"}}`, Usage{})
+}
+
+func FuzzUsageScanner(f *testing.F) {
+	f.Add([]byte(`{"usage":{"input_tokens":1,"output_tokens":2}}`), uint8(3))
+	f.Add([]byte(`data: {"usageMetadata": {"promptTokenCount": 4}}`), uint8(1))
+	f.Fuzz(func(t *testing.T, b []byte, step uint8) {
+		var whole, parts UsageScanner
+		whole.Feed(b)
+		n := int(step) + 1
+		for i := 0; i < len(b); i += n {
+			parts.Feed(b[i:min(i+n, len(b))])
+		}
+		if whole.Usage() != parts.Usage() {
+			t.Fatalf("chunking changed the result: %+v vs %+v", whole.Usage(), parts.Usage())
+		}
+		u := whole.Usage()
+		if u.Input < 0 || u.Output < 0 || u.Cached < 0 || u.Reasoning < 0 {
+			t.Fatalf("negative count: %+v", u)
+		}
+	})
+}
+
+func BenchmarkUsageScanner(b *testing.B) {
+	stream := []byte(strings.Repeat("data: {\"choices\":[{\"delta\":{\"content\":\"hello there\"}}],\"usage\":null}\n\n", 20) +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":7}}\n\ndata: [DONE]\n\n")
+	b.SetBytes(int64(len(stream)))
+	b.ReportAllocs()
+	var s UsageScanner
+	for b.Loop() {
+		s.Reset()
+		s.Feed(stream)
+	}
+}
