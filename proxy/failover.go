@@ -1,7 +1,11 @@
 package proxy
 
 import (
+	"errors"
+	"fmt"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/proxy/upstream"
@@ -100,6 +104,12 @@ func (c *call) nextChoice(r *upstream.Route, tried affinity.Set, dep *upstream.D
 
 // answer relays the answer of the last send, or answers its error.
 func (c *call) answer(err error) {
+	if err != nil && upstream.IsDialError(err) && !errors.Is(err, fasthttp.ErrNoFreeConns) {
+		// A dial error names only the address: the access log may carry it.
+		c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached",
+			Cause: fmt.Errorf("%s: %w", c.dep.Name(), err)})
+		return
+	}
 	if err != nil {
 		c.fail(upstreamError(err))
 		return
