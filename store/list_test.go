@@ -20,7 +20,7 @@ const crockfordAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 var listPurposes = []string{"vision", "batch", "assistants"}
 
-func fillListStore(t *testing.T, p *Pebble) *listFixture {
+func fillListStore(t *testing.T, p Store) *listFixture {
 	t.Helper()
 	fx := &listFixture{now: t0.Add(150 * time.Minute)}
 	for i := range 400 {
@@ -91,7 +91,7 @@ func (fx *listFixture) modelList(owner string, q ListQuery) ([]File, bool) {
 	return sel, false
 }
 
-func (fx *listFixture) check(t *testing.T, p *Pebble, owner string, q ListQuery) []File {
+func (fx *listFixture) check(t *testing.T, p Store, owner string, q ListQuery) []File {
 	t.Helper()
 	got, more, err := p.ListFiles(owner, q)
 	if err != nil {
@@ -134,11 +134,11 @@ func (fx *listFixture) between(k int) string {
 	panic("no gap between stored ids")
 }
 
-func TestListFilesAgainstModel(t *testing.T) {
-	e := newDiskEnv(t, PebbleOptions{})
+func testListFilesAgainstModel(t *testing.T, eng *engine) {
+	e := eng.newEnv(t, envOptions{})
 	p := e.open()
 	fx := fillListStore(t, p)
-	run := func(p *Pebble) {
+	run := func(p Store) {
 		cursors := fx.cursors()
 		for _, owner := range []string{"team-a", "team-b", "team-c"} {
 			for _, desc := range []bool{false, true} {
@@ -162,11 +162,11 @@ func TestListFilesAgainstModel(t *testing.T) {
 
 // TestListFilesPaging walks every page both ways and checks that the pages join into the
 // whole list, with hasMore false exactly on the last page.
-func TestListFilesPaging(t *testing.T) {
-	e := newMemEnv(t, PebbleOptions{})
+func testListFilesPaging(t *testing.T, eng *engine) {
+	e := eng.newEnv(t, envOptions{})
 	p := e.open()
 	fx := fillListStore(t, p)
-	run := func(p *Pebble) {
+	run := func(p Store) {
 		for _, desc := range []bool{false, true} {
 			for _, limit := range []int{1, 13, 100} {
 				whole, _ := fx.modelList("team-a", ListQuery{Now: fx.now, Limit: len(fx.all), Desc: desc})
@@ -215,12 +215,12 @@ func TestListFilesPaging(t *testing.T) {
 	run(p)
 }
 
-func TestListFilesIDs(t *testing.T) {
-	e := newMemEnv(t, PebbleOptions{})
+func testListFilesIDs(t *testing.T, eng *engine) {
+	e := eng.newEnv(t, envOptions{})
 	p := e.open()
 	fx := fillListStore(t, p)
 	rng := rand.New(rand.NewPCG(1, 2))
-	run := func(p *Pebble) {
+	run := func(p Store) {
 		for range 200 {
 			var ids []string
 			for range 1 + rng.IntN(60) {
@@ -257,8 +257,9 @@ func TestListFilesIDs(t *testing.T) {
 	}
 }
 
-func TestListFilesLimit(t *testing.T) {
-	p := newMemEnv(t, PebbleOptions{}).open()
+func testListFilesLimit(t *testing.T, eng *engine) {
+	e := eng.newEnv(t, envOptions{})
+	p := e.open()
 	for _, limit := range []int{-1, 0, MaxListLimit + 1} {
 		if _, _, err := p.ListFiles("team-a", ListQuery{Limit: limit}); err == nil {
 			t.Fatalf("ListFiles accepted limit %d", limit)

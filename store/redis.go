@@ -139,8 +139,8 @@ func (o *RedisOptions) Validate() error {
 //
 // Create it with OpenRedis; the zero value is not usable. It is safe for concurrent use.
 type Redis struct {
-	c    rueidis.Client
-	opts RedisOptions
+	c        rueidis.Client
+	opts     RedisOptions
 	statsKey string // KeyPrefix + "stats"
 }
 
