@@ -41,10 +41,18 @@ install_redis() {
 	apt-get install -y -qq redis-server redis-tools >&2
 }
 
+# running PID: the process runs and is no zombie (a killed daemon whose parent, init, does
+# not reap it stays one).
+running() {
+	local state
+	state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+	[[ $state != Z* ]]
+}
+
 # alive PORT: the node started from DIR on PORT is running.
 alive() {
 	local pidfile="$dir/$1/redis.pid"
-	[[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+	[[ -f $pidfile ]] && running "$(cat "$pidfile")"
 }
 
 start_node() {
@@ -124,7 +132,7 @@ stop() {
 		fi
 	done
 	for pid in "${pids[@]}"; do
-		while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+		while running "$pid"; do sleep 0.05; done
 	done
 	log "stopped ${#pids[@]} nodes of $dir"
 }

@@ -218,7 +218,9 @@ func (s *Redis) waitCmd() rueidis.Completed {
 func (s *Redis) checkWait(what string, res rueidis.RedisResult) error {
 	n, err := res.AsInt64()
 	if err != nil {
-		return redisErr(what, err)
+		// Whatever WAIT failed with (a node that turned replica, a connection cut), the
+		// write is not confirmed.
+		return fmt.Errorf("cannot %s: %w (%w)", what, ErrUnavailable, err)
 	}
 	if n < int64(s.opts.Replicas) {
 		return fmt.Errorf("cannot %s: %d of %d replicas hold the write: %w", what, n, s.opts.Replicas, ErrUnavailable)
