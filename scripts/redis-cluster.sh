@@ -9,8 +9,8 @@
 #   status DIR  print cluster_state and the addresses; exit 1 when the cluster is not up.
 #
 # Environment: REDIS_CLUSTER_PORT (first port, default 7001; the nodes use 6 ports from it),
-# REDIS_CLUSTER_NODE_TIMEOUT (cluster-node-timeout in ms, default 1000: a failover takes about
-# that long), REDIS_CLUSTER_WAIT (seconds to wait for the cluster, default 120).
+# REDIS_CLUSTER_NODE_TIMEOUT (cluster-node-timeout in ms, default 5000: a failover takes about
+# that long; a failover test sets less, a loaded machine wants more), REDIS_CLUSTER_WAIT (seconds to wait for the cluster, default 120).
 set -euo pipefail
 
 cmd=${1:-}
@@ -20,7 +20,7 @@ if [[ -z $cmd || -z $dir ]]; then
 	exit 2
 fi
 port0=${REDIS_CLUSTER_PORT:-7001}
-node_timeout=${REDIS_CLUSTER_NODE_TIMEOUT:-1000}
+node_timeout=${REDIS_CLUSTER_NODE_TIMEOUT:-5000}
 wait_s=${REDIS_CLUSTER_WAIT:-120}
 ports=()
 for i in 0 1 2 3 4 5; do ports+=($((port0 + i))); done

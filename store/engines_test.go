@@ -213,10 +213,12 @@ func clusterScript() string {
 	return filepath.Join(filepath.Dir(file), "..", "scripts", "redis-cluster.sh")
 }
 
-// runCluster runs the script with cmd on the cluster of port and returns its output.
-func runCluster(cmd string, port int) (string, error) {
+// runCluster runs the script with cmd on the cluster of port, with env added to the
+// environment, and returns its output.
+func runCluster(cmd string, port int, env ...string) (string, error) {
 	c := exec.Command("bash", clusterScript(), cmd, clusterDir(port))
 	c.Env = append(os.Environ(), fmt.Sprintf("REDIS_CLUSTER_PORT=%d", port))
+	c.Env = append(c.Env, env...)
 	var stderr strings.Builder
 	c.Stderr = &stderr
 	out, err := c.Output()
@@ -243,13 +245,20 @@ func (c *clusterOnce) addrs(t testing.TB) []string {
 	return c.list
 }
 
-// stop stops the cluster if this process started it.
+// stop stops the cluster and removes its data if this process started it.
 func (c *clusterOnce) stop() {
 	if c.started {
-		if _, err := runCluster("stop", c.port); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
+		stopCluster(c.port)
 	}
+}
+
+// stopCluster stops the cluster of port and removes its data directory.
+func stopCluster(port int) error {
+	if _, err := runCluster("stop", port); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return err
+	}
+	return os.RemoveAll(clusterDir(port))
 }
 
 func TestMain(m *testing.M) {

@@ -58,12 +58,13 @@ func TestRedisFailover(t *testing.T) {
 		t.Skip("kills a Redis master: not in -short")
 	}
 	testCluster.addrs(t) // skips when redis cannot be had
-	out, err := runCluster("start", failoverPort)
+	// A node timeout of 1 s: the replica takes over about a second after the kill.
+	out, err := runCluster("start", failoverPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := runCluster("stop", failoverPort); err != nil {
+		if err := stopCluster(failoverPort); err != nil {
 			t.Error(err)
 		}
 	})
@@ -86,7 +87,8 @@ func TestRedisFailover(t *testing.T) {
 	t.Logf("killed the master on port %d", victim)
 	c := redisClient(t, addrs)
 	eventually(t, "failover", func() bool { return clusterOK(c, addrs, victim) })
-	if _, err := runCluster("start", failoverPort); err != nil { // the killed node rejoins as a replica
+	// The killed node restarts and rejoins as a replica.
+	if _, err := runCluster("start", failoverPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000"); err != nil {
 		t.Fatal(err)
 	}
 	r0, f0 := log.acked()
