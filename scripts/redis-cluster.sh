@@ -8,7 +8,8 @@
 #   stop DIR    stop the nodes started from DIR (by the pids in its pidfiles), nothing else.
 #   status DIR  print cluster_state and the addresses; exit 1 when the cluster is not up.
 #
-# Environment: REDIS_CLUSTER_PORT (first port, default 7001; the nodes use 6 ports from it),
+# Environment: REDIS_CLUSTER_PORT (first port; the nodes use 6 ports from it; default the port
+# DIR was started with, else 7001),
 # REDIS_CLUSTER_NODE_TIMEOUT (cluster-node-timeout in ms, default 5000: a failover takes about
 # that long; a failover test sets less, a loaded machine wants more), REDIS_CLUSTER_WAIT (seconds to wait for the cluster, default 120).
 set -euo pipefail
@@ -19,7 +20,8 @@ if [[ -z $cmd || -z $dir ]]; then
 	echo "usage: $0 start|stop|status DIR" >&2
 	exit 2
 fi
-port0=${REDIS_CLUSTER_PORT:-7001}
+# The first port: from the environment, else the one DIR was started with, else 7001.
+port0=${REDIS_CLUSTER_PORT:-$(cat "$dir/port" 2>/dev/null || echo 7001)}
 node_timeout=${REDIS_CLUSTER_NODE_TIMEOUT:-5000}
 wait_s=${REDIS_CLUSTER_WAIT:-120}
 ports=()
@@ -104,6 +106,7 @@ print_addrs() { for p in "${ports[@]}"; do echo "127.0.0.1:$p"; done; }
 start() {
 	install_redis
 	mkdir -p "$dir"
+	echo "$port0" >"$dir/port"
 	for p in "${ports[@]}"; do start_node "$p"; done
 	for p in "${ports[@]}"; do
 		local deadline=$((SECONDS + wait_s))

@@ -33,10 +33,10 @@ func (s *Redis) ListFiles(owner string, q ListQuery) ([]File, bool, error) {
 		low, high = high, low
 	}
 	if low != "" {
-		w.lo = "(" + low + ";" // after every entry of low: "<id>:<size>" < "<id>;"
+		w.lo = "(" + lexAfter(low)
 	}
 	if high != "" {
-		w.hi = "(" + high // before every entry of high
+		w.hi = "(" + lexBefore(high)
 	}
 	files, hasMore, err := s.walkIndex(owner, &q, &w)
 	if err != nil {
@@ -46,6 +46,25 @@ func (s *Redis) ListFiles(owner string, q ListQuery) ([]File, bool, error) {
 		slices.Reverse(files)
 	}
 	return files, hasMore, nil
+}
+
+// lexAfter and lexBefore return the exclusive index bounds of cursor c, whatever its length:
+// an entry "<id>:<size>" sorts above lexAfter(c) exactly when id sorts above c, and below
+// lexBefore(c) exactly when id sorts below c. Ids have FileIDLen bytes: the entry of id c
+// itself sorts between c and c + ";", and a cursor longer than an id counts as its first
+// FileIDLen bytes followed by more.
+func lexAfter(c string) string {
+	if len(c) < FileIDLen {
+		return c
+	}
+	return c[:FileIDLen] + ";"
+}
+
+func lexBefore(c string) string {
+	if len(c) <= FileIDLen {
+		return c
+	}
+	return c[:FileIDLen] + ";"
 }
 
 // indexWalk is the state of a walk over an owner's index: the lex range still to visit and
@@ -84,9 +103,9 @@ func (s *Redis) walkIndex(owner string, q *ListQuery, w *indexWalk) ([]File, boo
 		}
 		last := entries[len(entries)-1][:FileIDLen]
 		if w.forward {
-			w.lo = "(" + last + ";"
+			w.lo = "(" + lexAfter(last)
 		} else {
-			w.hi = "(" + last
+			w.hi = "(" + lexBefore(last)
 		}
 	}
 }
