@@ -138,37 +138,55 @@ func (s *Redis) mgetMeta(owner, base string, entries []string) ([]*File, error) 
 	if len(entries) == 0 {
 		return nil, nil
 	}
-	keys := make([]string, len(entries))
+	ids := make([]string, len(entries))
 	for i, e := range entries {
-		keys[i] = base + "f:" + e[:FileIDLen]
+		ids[i] = e[:FileIDLen]
 	}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	vals, err := s.c.Do(ctx, s.c.B().Mget().Key(keys...).Build()).ToArray()
+	keys, metas, err := s.readMetas(owner, base, ids)
 	if err != nil {
-		return nil, redisErr("list files", err)
+		return nil, err
 	}
-	metas := make([]*File, len(entries))
 	var gone []int
-	for i, v := range vals {
-		b, err := v.AsBytes()
-		if rueidis.IsRedisNil(err) {
+	for i, m := range metas {
+		if m == nil {
 			gone = append(gone, i)
-			continue
 		}
-		f := &File{ID: entries[i][:FileIDLen], Owner: owner}
-		if err == nil {
-			err = decodeFileMeta(b, f)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("cannot list file %q: %w", f.ID, err)
-		}
-		metas[i] = f
 	}
 	if len(gone) > 0 {
 		s.prune(base, entries, keys, gone)
 	}
 	return metas, nil
+}
+
+// readMetas reads the metadata of owner's ids (under base, the owner's key prefix) with one
+// MGET and returns the keys it read and the files, nil where there is none.
+func (s *Redis) readMetas(owner, base string, ids []string) ([]string, []*File, error) {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = base + "f:" + id
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	vals, err := s.c.Do(ctx, s.c.B().Mget().Key(keys...).Build()).ToArray()
+	if err != nil {
+		return nil, nil, redisErr("list files", err)
+	}
+	metas := make([]*File, len(ids))
+	for i, v := range vals {
+		b, err := v.AsBytes()
+		if rueidis.IsRedisNil(err) {
+			continue
+		}
+		f := &File{ID: ids[i], Owner: owner}
+		if err == nil {
+			err = decodeFileMeta(b, f)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot list file %q: %w", f.ID, err)
+		}
+		metas[i] = f
+	}
+	return keys, metas, nil
 }
 
 // prune drops the index entries gone (indexes into entries and keys) whose metadata is still
@@ -209,32 +227,14 @@ func (s *Redis) listIDs(owner string, q *ListQuery) ([]File, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	base := s.opts.KeyPrefix + ownerTag(owner)
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = base + "f:" + id
-	}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	vals, err := s.c.Do(ctx, s.c.B().Mget().Key(keys...).Build()).ToArray()
+	_, metas, err := s.readMetas(owner, s.opts.KeyPrefix+ownerTag(owner), ids)
 	if err != nil {
-		return nil, redisErr("list files", err)
+		return nil, err
 	}
 	files := make([]File, 0, len(ids))
-	for i, v := range vals {
-		b, err := v.AsBytes()
-		if rueidis.IsRedisNil(err) {
-			continue
-		}
-		f := File{ID: ids[i], Owner: owner}
-		if err == nil {
-			err = decodeFileMeta(b, &f)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("cannot list file %q: %w", f.ID, err)
-		}
-		if !f.Expired(q.Now) && (q.Purpose == "" || f.Purpose == q.Purpose) {
-			files = append(files, f)
+	for _, f := range metas {
+		if f != nil && !f.Expired(q.Now) && (q.Purpose == "" || f.Purpose == q.Purpose) {
+			files = append(files, *f)
 		}
 	}
 	if q.Desc {
