@@ -137,6 +137,11 @@ func (o *RedisOptions) Validate() error {
 //	P {T}s:<file id>         → list of the chunks of an upload in progress, short TTL
 //	P stats                  → hash of the file counters (files, bytes)
 //
+// Durability differs from Pebble's fsync: a write that returns nil is held by its master and
+// by Replicas replicas (in memory, and on disk as their appendfsync says), so with Replicas 1
+// or more it survives the loss of its master; with Replicas 0 a failover can lose it. A call
+// that Redis cannot serve fails with ErrUnavailable.
+//
 // Create it with OpenRedis; the zero value is not usable. It is safe for concurrent use.
 type Redis struct {
 	c        rueidis.Client
