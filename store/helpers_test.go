@@ -115,7 +115,7 @@ func testData(seed uint64, size int) []byte {
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 6789, time.UTC)
 
 // putFile uploads data for owner and fails the test on error.
-func putFile(t testing.TB, p *Pebble, f File, data []byte) File {
+func putFile(t testing.TB, p Store, f File, data []byte) File {
 	t.Helper()
 	got, err := p.PutFile(f, bytes.NewReader(data), int64(len(data)))
 	if err != nil {

@@ -7,14 +7,14 @@ import (
 	"time"
 )
 
-func TestResponsePutGetDelete(t *testing.T) {
-	e := newDiskEnv(t, PebbleOptions{})
+func testResponsePutGetDelete(t *testing.T, eng *engine) {
+	e := eng.newEnv(t, envOptions{})
 	p := e.open()
 	r := Response{ID: "resp_abc", Owner: "team-a", Model: "model-x", Deployment: "beta-east", Created: t0}
 	if err := p.PutResponse(r); err != nil {
 		t.Fatalf("PutResponse: %v", err)
 	}
-	check := func(p *Pebble, want Response) {
+	check := func(p Store, want Response) {
 		t.Helper()
 		got, err := p.GetResponse(want.ID)
 		if err != nil {
@@ -55,7 +55,7 @@ func TestResponsePutGetDelete(t *testing.T) {
 	if err != nil || n != 0 {
 		t.Fatalf("ReclaimResponses = %d, %v; want 0, nil", n, err)
 	}
-	if keys := p.rawKeys(t, ""); len(keys) != 0 {
+	if keys := e.allKeys(p); len(keys) != 0 {
 		t.Fatalf("keys left behind: %q", keys)
 	}
 }
@@ -103,8 +103,9 @@ func TestResponseReclaimByAge(t *testing.T) {
 	}
 }
 
-func TestResponseInvalid(t *testing.T) {
-	p := newMemEnv(t, PebbleOptions{}).open()
+func testResponseInvalid(t *testing.T, eng *engine) {
+	e := eng.newEnv(t, envOptions{})
+	p := e.open()
 	long := string(make([]byte, MaxResponseIDLen+1))
 	ok := Response{ID: "resp_1", Owner: "o", Model: "m", Deployment: "d", Created: t0}
 	f := func(name string, mutate func(r *Response)) {
@@ -125,7 +126,7 @@ func TestResponseInvalid(t *testing.T) {
 	wantNotFound(t, "GetResponse(long)", err)
 	_, err = p.GetResponse("")
 	wantNotFound(t, "GetResponse(empty)", err)
-	if keys := p.rawKeys(t, ""); len(keys) != 0 {
+	if keys := e.allKeys(p); len(keys) != 0 {
 		t.Fatalf("invalid puts wrote keys: %q", keys)
 	}
 }

@@ -2,9 +2,9 @@
 // key created a response, through which route model and upstream deployment) and user-data
 // files (metadata and bytes, owned by the uploading key, with an expiry).
 //
-// The Store interface is what the proxy uses; Pebble is the embedded engine behind it. The
-// interface carries no engine types and assumes nothing about who else shares the data, so a
-// distributed engine (for example Redis Cluster) serving many gateway nodes can implement it.
+// The Store interface is what the proxy uses. Pebble is the embedded engine of one node; Redis
+// is the shared engine on a Redis Cluster that many gateway nodes use at once. The interface
+// carries no engine types, and one conformance suite holds both engines to it.
 //
 // The package does not own authentication, the HTTP shapes of files or responses, the
 // validation of client query parameters (the proxy does that), response ids (the upstream
@@ -35,6 +35,10 @@ var (
 	// ErrLocked reports a store directory that another process (or another open store of
 	// this process) holds: one directory serves one gateway at a time.
 	ErrLocked = errors.New("store: held by another process")
+	// ErrUnavailable reports a shared engine that cannot serve the call now: unreachable,
+	// failing over, or short of the replicas a write must reach before it is acknowledged.
+	// The call may be retried; a write that failed with it may or may not have been applied.
+	ErrUnavailable = errors.New("store: unavailable")
 )
 
 // Limits enforced by every engine.

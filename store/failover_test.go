@@ -1,0 +1,225 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// failoverPort is the first port of the failover test's own cluster, apart from the shared
+// one, so that killing a master disturbs no other test.
+const failoverPort = 7111
+
+// ackLog records what the writers of TestRedisFailover were told.
+type ackLog struct {
+	mu          sync.Mutex
+	responses   []Response
+	files       map[string]int // file id → seed of its data
+	unavailable int
+	other       []error
+}
+
+func (l *ackLog) result(err error, ack func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case err == nil:
+		ack()
+	case errors.Is(err, ErrUnavailable):
+		l.unavailable++
+	default:
+		l.other = append(l.other, err)
+	}
+}
+
+func (l *ackLog) acked() (int, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.responses), len(l.files)
+}
+
+// TestRedisFailover kills (SIGKILL) the master that holds acknowledged records while writes go
+// on, and checks that after the failover every acknowledged record and file is served, that
+// the writes it cut failed with ErrUnavailable and nothing else, and that the killed node
+// rejoins as a replica.
+func TestRedisFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a Redis master: not in -short")
+	}
+	testCluster.addrs(t) // skips when redis cannot be had
+	// A node timeout of 1 s: the replica takes over about a second after the kill.
+	out, err := runCluster("start", failoverPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stopCluster(failoverPort); err != nil {
+			t.Error(err)
+		}
+	})
+	addrs := strings.Fields(out)
+	s, err := OpenRedis(RedisOptions{Addrs: addrs, KeyPrefix: "failover:", Replicas: 1,
+		WaitTimeout: 500 * time.Millisecond, CommandTimeout: 2 * time.Second, ChunkSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	log := &ackLog{files: make(map[string]int)}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() { writeUntil(s, w, stop, log) })
+	}
+	waitAcked(t, log, 50)
+	victim := killMasterOf(t, addrs, "failover:r:resp_0_0")
+	t.Logf("killed the master on port %d", victim)
+	c := redisClient(t, addrs)
+	eventually(t, "failover", func() bool { return clusterOK(c, addrs, victim) })
+	// The killed node restarts and rejoins as a replica.
+	if _, err := runCluster("start", failoverPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000"); err != nil {
+		t.Fatal(err)
+	}
+	r0, f0 := log.acked()
+	eventually(t, "writes after the failover", func() bool {
+		r, f := log.acked()
+		return r >= r0+50 && f >= f0+10
+	})
+	close(stop)
+	wg.Wait()
+
+	if len(log.other) > 0 {
+		t.Fatalf("%d writes failed with another error than ErrUnavailable, the first: %v", len(log.other), log.other[0])
+	}
+	for _, r := range log.responses {
+		got, err := s.GetResponse(r.ID)
+		if err != nil || got.Deployment != r.Deployment {
+			t.Fatalf("acknowledged response %s lost: %+v, %v", r.ID, got, err)
+		}
+	}
+	for id, seed := range log.files {
+		data, err := s.AppendFileData(nil, "failover", id, t0)
+		if err != nil || !bytes.Equal(data, testData(uint64(seed), failoverFileSize(seed))) {
+			t.Fatalf("acknowledged file %s lost or damaged: %v", id, err)
+		}
+	}
+	t.Logf("acknowledged and found after the failover: %d responses, %d files; %d writes failed with ErrUnavailable",
+		len(log.responses), len(log.files), log.unavailable)
+	if log.unavailable == 0 {
+		t.Log("no write failed: the failover fell between writes")
+	}
+}
+
+func failoverFileSize(seed int) int { return 1 + seed*7919%(3*4096) }
+
+// writeUntil writes responses and files of writer w until stop closes, at most 20000 of each.
+func writeUntil(s *Redis, w int, stop <-chan struct{}, log *ackLog) {
+	for i := range 20000 {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		r := Response{ID: fmt.Sprintf("resp_%d_%d", w, i), Owner: "failover", Model: "m",
+			Deployment: "d" + strconv.Itoa(i), Created: t0}
+		err := s.PutResponse(r)
+		log.result(err, func() { log.responses = append(log.responses, r) })
+		if i%5 != 0 {
+			continue
+		}
+		seed := w*100000 + i
+		f, err := s.PutFile(File{Owner: "failover", Filename: "f", Created: t0},
+			bytes.NewReader(testData(uint64(seed), failoverFileSize(seed))), 1<<20)
+		log.result(err, func() { log.files[f.ID] = seed })
+	}
+}
+
+func waitAcked(t *testing.T, log *ackLog, n int) {
+	t.Helper()
+	eventually(t, "first acknowledged writes", func() bool {
+		r, f := log.acked()
+		return r >= n && f >= n/5
+	})
+}
+
+// killMasterOf sends SIGKILL to the master that holds key and returns its port.
+func killMasterOf(t *testing.T, addrs []string, key string) int {
+	t.Helper()
+	c := redisClient(t, addrs)
+	ctx := context.Background()
+	slot, err := c.Do(ctx, c.B().ClusterKeyslot().Key(key).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := c.Do(ctx, c.B().ClusterNodes().Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := masterPort(nodes, slot)
+	if port == 0 {
+		t.Fatalf("no master holds slot %d:\n%s", slot, nodes)
+	}
+	pidfile := filepath.Join(clusterDir(failoverPort), strconv.Itoa(port), "redis.pid")
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// masterPort returns the port of the master that serves slot in a CLUSTER NODES reply.
+func masterPort(nodes string, slot int64) int {
+	for _, line := range strings.Split(nodes, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 9 || !strings.Contains(fields[2], "master") {
+			continue
+		}
+		for _, r := range fields[8:] {
+			lo, hi, ok := strings.Cut(r, "-")
+			if !ok {
+				hi = lo
+			}
+			a, err1 := strconv.ParseInt(lo, 10, 64)
+			b, err2 := strconv.ParseInt(hi, 10, 64)
+			if err1 == nil && err2 == nil && a <= slot && slot <= b {
+				addr, _, _ := strings.Cut(fields[1], "@")
+				_, p, _ := strings.Cut(addr, ":")
+				port, _ := strconv.Atoi(p)
+				return port
+			}
+		}
+	}
+	return 0
+}
+
+// clusterOK reports whether a node other than the killed one sees the cluster ok again.
+func clusterOK(c rueidis.Client, addrs []string, killed int) bool {
+	for addr, node := range c.Nodes() {
+		if strings.HasSuffix(addr, ":"+strconv.Itoa(killed)) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		info, err := node.Do(ctx, node.B().ClusterInfo().Build()).ToString()
+		cancel()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	}
+	return false
+}

@@ -1,0 +1,281 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// PutFile claims owner's id, streams r into chunks of RedisChunkSize under a staging key
+// whose TTL (UploadTTL) each chunk renews, runs the FileFinisher of r if it has one, then
+// commits metadata, data and index entry in one script in the owner's hash slot and waits for
+// Replicas replicas. A crashed upload leaves only the staging key and the claim, which expire
+// by themselves; any other failure removes them at once. A commit that too few replicas
+// confirm is undone (when Redis lets it be) and fails with ErrUnavailable.
+func (s *Redis) PutFile(f File, r io.Reader, maxSize int64) (File, error) {
+	if err := validateFile(&f, maxSize); err != nil {
+		return File{}, err
+	}
+	k := s.fileKeys(f.Owner, f.ID)
+	token, err := s.claimUpload(&k, f.ID)
+	if err != nil {
+		return File{}, err
+	}
+	var chunks int
+	f.Size, chunks, err = s.writeChunks(&k, r, maxSize)
+	if err == nil {
+		err = finishFile(&f, r, maxSize)
+	}
+	if err == nil {
+		err = s.commitFile(&k, &f, token, chunks)
+	}
+	if err != nil {
+		if _, aerr := s.eval("abort upload", abortScript, false, []string{k.claim, k.staging}, token); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+		return File{}, err
+	}
+	s.addStats(1, f.Size)
+	return f, nil
+}
+
+// claimUpload marks owner's id as being uploaded, after checking that no file uses it, and
+// returns the token of the claim.
+func (s *Redis) claimUpload(k *fileKeys, id string) (string, error) {
+	var b [16]byte
+	rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	ttl := strconv.FormatInt(s.opts.UploadTTL.Milliseconds(), 10)
+	res, err := s.eval("put file", claimScript, false, []string{k.meta, k.claim, k.staging}, token, ttl)
+	if err != nil {
+		return "", err
+	}
+	if ok, _ := res.AsInt64(); ok != 1 {
+		return "", fmt.Errorf("cannot put file %q: %w", id, ErrExists)
+	}
+	return token, nil
+}
+
+// writeChunks appends at most maxSize bytes of r to the staging list in chunks and returns
+// their total and count; a longer body fails with ErrTooLarge.
+func (s *Redis) writeChunks(k *fileKeys, r io.Reader, maxSize int64) (size int64, chunks int, err error) {
+	bufp := s.acquireChunk()
+	defer chunkPool.Put(bufp)
+	ttl := s.opts.UploadTTL.Milliseconds()
+	for {
+		want := int64(len(*bufp))
+		if left := maxSize - size; left < want {
+			want = left + 1 // one byte more tells a body of exactly maxSize bytes from a longer one
+		}
+		n, eof, err := fill(r, (*bufp)[:want])
+		switch {
+		case err != nil:
+			return size, chunks, fmt.Errorf("cannot read file data: %w", err)
+		case size+int64(n) > maxSize:
+			return size, chunks, fmt.Errorf("cannot put file: more than %d bytes: %w", maxSize, ErrTooLarge)
+		}
+		if n > 0 {
+			if err := s.pushChunk(k, (*bufp)[:n], ttl); err != nil {
+				return size, chunks, err
+			}
+			size += int64(n)
+			chunks++
+		}
+		if eof {
+			return size, chunks, nil
+		}
+	}
+}
+
+func (s *Redis) acquireChunk() *[]byte {
+	if v, ok := chunkPool.Get().(*[]byte); ok && cap(*v) == s.opts.ChunkSize {
+		return v
+	}
+	buf := make([]byte, s.opts.ChunkSize)
+	return &buf
+}
+
+// pushChunk appends one chunk to the staging list and renews the TTL of the list and claim.
+func (s *Redis) pushChunk(k *fileKeys, chunk []byte, ttl int64) error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	res := s.c.DoMulti(ctx,
+		s.c.B().Rpush().Key(k.staging).Element(rueidis.BinaryString(chunk)).Build(),
+		s.c.B().Pexpire().Key(k.staging).Milliseconds(ttl).Build(),
+		s.c.B().Pexpire().Key(k.claim).Milliseconds(ttl).Build())
+	for _, r := range res {
+		if err := r.Error(); err != nil {
+			return redisErr("write file data", err)
+		}
+	}
+	if ok, _ := res[2].AsInt64(); ok != 1 {
+		return fmt.Errorf("cannot write file data: the upload's claim expired: %w", ErrUnavailable)
+	}
+	return nil
+}
+
+// indexMember is f's entry in the owner's index: "<file id>:<size>". Ids have a fixed
+// length, so entries sort by id.
+func indexMember(id string, size int64) string {
+	return id + ":" + strconv.FormatInt(size, 10)
+}
+
+// commitFile makes f visible and waits for the replicas; when they fall short it deletes f
+// again, so a failed PutFile leaves nothing visible unless Redis is gone meanwhile.
+func (s *Redis) commitFile(k *fileKeys, f *File, token string, chunks int) error {
+	var exp int64
+	if !f.Expires.IsZero() {
+		exp = max(f.Expires.UnixMilli(), 1) // an expiry in the past removes the file at once
+	}
+	meta := appendFileMeta(make([]byte, 0, 64), f)
+	res, err := s.eval("put file", commitScript, true,
+		[]string{k.meta, k.data, k.index, k.claim, k.staging},
+		token, rueidis.BinaryString(meta), strconv.FormatInt(exp, 10), indexMember(f.ID, f.Size), strconv.Itoa(chunks))
+	committed := false
+	if res.Error() == nil {
+		ok, _ := res.AsInt64()
+		committed = ok == 1
+	}
+	switch {
+	case committed && err != nil:
+		// Committed, but not held by enough replicas: take it back.
+		if _, derr := s.eval("put file", deleteScript, false, []string{k.meta, k.data, k.index}, f.ID); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return err
+	case err != nil:
+		return err
+	case !committed:
+		return fmt.Errorf("cannot put file %q: the upload's claim expired: %w", f.ID, ErrUnavailable)
+	}
+	return nil
+}
+
+// GetFile returns the metadata of an unexpired file of owner, or ErrNotFound.
+func (s *Redis) GetFile(owner, id string, now time.Time) (File, error) {
+	if !ValidOwner(owner) {
+		return File{}, fmt.Errorf("cannot get file: owner %q: %w", owner, ErrInvalid)
+	}
+	f, err := s.getFileMeta(owner, id)
+	if err != nil {
+		return File{}, err
+	}
+	if f.Expired(now) {
+		return File{}, ErrNotFound
+	}
+	return f, nil
+}
+
+// getFileMeta returns the metadata of owner's id, expired or not, or ErrNotFound.
+func (s *Redis) getFileMeta(owner, id string) (File, error) {
+	if !ValidFileID(id) {
+		return File{}, ErrNotFound
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	k := s.fileKeys(owner, id)
+	v, err := s.c.Do(ctx, s.c.B().Get().Key(k.meta).Build()).AsBytes()
+	if rueidis.IsRedisNil(err) {
+		return File{}, ErrNotFound
+	}
+	if err != nil {
+		return File{}, redisErr("get file", err)
+	}
+	f := File{ID: id, Owner: owner}
+	if err := decodeFileMeta(v, &f); err != nil {
+		return File{}, fmt.Errorf("cannot get file %q: %w", id, err)
+	}
+	return f, nil
+}
+
+// AppendFileData appends the bytes of an unexpired file of owner to dst. Metadata and chunks
+// are read by one script, so they come from one view.
+func (s *Redis) AppendFileData(dst []byte, owner, id string, now time.Time) ([]byte, error) {
+	if !ValidOwner(owner) {
+		return dst, fmt.Errorf("cannot read file: owner %q: %w", owner, ErrInvalid)
+	}
+	if !ValidFileID(id) {
+		return dst, ErrNotFound
+	}
+	k := s.fileKeys(owner, id)
+	res, err := s.eval("read file", readScript, false, []string{k.meta, k.data})
+	if err != nil {
+		return dst, err
+	}
+	parts, err := res.ToArray()
+	if rueidis.IsRedisNil(err) {
+		return dst, ErrNotFound
+	}
+	if err != nil || len(parts) == 0 {
+		return dst, fmt.Errorf("cannot read file %q: %w", id, errors.Join(errCorrupt, err))
+	}
+	return appendRedisChunks(dst, parts, owner, id, now)
+}
+
+// appendRedisChunks decodes the metadata in parts[0] and appends the chunks after it to dst,
+// checking their total against the size.
+func appendRedisChunks(dst []byte, parts []rueidis.RedisMessage, owner, id string, now time.Time) ([]byte, error) {
+	meta, err := parts[0].AsBytes()
+	f := File{ID: id, Owner: owner}
+	if err == nil {
+		err = decodeFileMeta(meta, &f)
+	}
+	if err != nil {
+		return dst, fmt.Errorf("cannot read file %q: %w", id, err)
+	}
+	if f.Expired(now) {
+		return dst, ErrNotFound
+	}
+	dst = slices.Grow(dst, int(f.Size))
+	start := len(dst)
+	for _, p := range parts[1:] {
+		chunk, err := p.ToString()
+		if err != nil {
+			return dst[:start], fmt.Errorf("cannot read file %q: %w", id, err)
+		}
+		dst = append(dst, chunk...)
+	}
+	if n := int64(len(dst) - start); n != f.Size {
+		return dst[:start], fmt.Errorf("cannot read file %q: %d bytes of %d: %w", id, n, f.Size, errCorrupt)
+	}
+	return dst, nil
+}
+
+// DeleteFile removes an unexpired file of owner, metadata, bytes and index entry in one
+// script, acknowledged like a write, or returns ErrNotFound.
+func (s *Redis) DeleteFile(owner, id string) error {
+	if !ValidOwner(owner) {
+		return fmt.Errorf("cannot delete file: owner %q: %w", owner, ErrInvalid)
+	}
+	f, err := s.getFileMeta(owner, id)
+	if err != nil {
+		return err
+	}
+	if f.Expired(s.opts.Now()) {
+		return ErrNotFound
+	}
+	k := s.fileKeys(owner, id)
+	res, err := s.eval("delete file", deleteScript, true, []string{k.meta, k.data, k.index}, id)
+	gone := res.Error() == nil // the script returned the metadata it removed
+	if gone {
+		s.addStats(-1, -f.Size)
+	}
+	switch {
+	case err != nil:
+		return err
+	case !gone:
+		return ErrNotFound // deleted meanwhile
+	}
+	return nil
+}
+
+// ReclaimExpired does nothing and returns 0: Redis removes a file's metadata and bytes by
+// itself at its expiry, and listings prune the index entries left behind.
+func (s *Redis) ReclaimExpired(time.Time) (int, error) { return 0, nil }
