@@ -78,11 +78,5 @@ func appendHistogramMetadata(b []byte, name string) []byte {
 	if help == "" {
 		help = "Latency histogram."
 	}
-	b = append(b, "# HELP "...)
-	b = append(b, name...)
-	b = append(b, ' ')
-	b = append(b, help...)
-	b = append(b, "\n# TYPE "...)
-	b = append(b, name...)
-	return append(b, " histogram\n"...)
+	return appendMetadata(b, name, "histogram", help)
 }
