@@ -45,8 +45,8 @@ type Deployment struct {
 	logEvery                 time.Duration
 	lastDownLog, lastBackLog throttle
 
-	maxConns    int
-	idleConn    time.Duration
+	maxConns int
+	idleConn time.Duration
 
 	// Budget bounds the retries of calls that failed on the deployment.
 	Budget Budget
