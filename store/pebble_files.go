@@ -244,17 +244,7 @@ func deleteChunkRange(b *pebble.Batch, owner, id string) {
 
 // GetFile returns the metadata of an unexpired file of owner, or ErrNotFound.
 func (p *Pebble) GetFile(owner, id string, now time.Time) (File, error) {
-	if !ValidOwner(owner) {
-		return File{}, fmt.Errorf("cannot get file: owner %q: %w", owner, ErrInvalid)
-	}
-	f, err := p.getFileMeta(owner, id)
-	if err != nil {
-		return File{}, err
-	}
-	if f.Expired(now) {
-		return File{}, ErrNotFound
-	}
-	return f, nil
+	return unexpiredFile(p.getFileMeta, owner, id, now)
 }
 
 // getFileMeta returns the metadata of owner's id, expired or not, or ErrNotFound.

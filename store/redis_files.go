@@ -160,17 +160,7 @@ func (s *Redis) commitFile(k *fileKeys, f *File, token string, chunks int) error
 
 // GetFile returns the metadata of an unexpired file of owner, or ErrNotFound.
 func (s *Redis) GetFile(owner, id string, now time.Time) (File, error) {
-	if !ValidOwner(owner) {
-		return File{}, fmt.Errorf("cannot get file: owner %q: %w", owner, ErrInvalid)
-	}
-	f, err := s.getFileMeta(owner, id)
-	if err != nil {
-		return File{}, err
-	}
-	if f.Expired(now) {
-		return File{}, ErrNotFound
-	}
-	return f, nil
+	return unexpiredFile(s.getFileMeta, owner, id, now)
 }
 
 // getFileMeta returns the metadata of owner's id, expired or not, or ErrNotFound.

@@ -14,6 +14,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -177,4 +178,20 @@ type ListQuery struct {
 // ValidOwner reports whether s can own records: 1..MaxOwnerLen bytes and no NUL byte.
 func ValidOwner(s string) bool {
 	return s != "" && len(s) <= MaxOwnerLen && strings.IndexByte(s, 0) < 0
+}
+
+// unexpiredFile is GetFile on top of an engine's meta, which returns the
+// metadata of owner's id whether it expired or not, or ErrNotFound.
+func unexpiredFile(meta func(owner, id string) (File, error), owner, id string, now time.Time) (File, error) {
+	if !ValidOwner(owner) {
+		return File{}, fmt.Errorf("cannot get file: owner %q: %w", owner, ErrInvalid)
+	}
+	f, err := meta(owner, id)
+	if err != nil {
+		return File{}, err
+	}
+	if f.Expired(now) {
+		return File{}, ErrNotFound
+	}
+	return f, nil
 }
