@@ -15,12 +15,15 @@ func TestStatusPage(t *testing.T) {
 	// Failover off: d1-gamma's 5xx answers reach the client and are counted
 	// as its answers, whatever the retry budget allows at that moment.
 	noFailover := func(y string) string { return longCooldown(y) + "\nretry: {attempts: 1}\n" }
-	e, _ := newOpsEnv(t, noFailover, Options{Version: "v1.2.3-test"})
+	e, access := newOpsEnv(t, noFailover, Options{Version: "v1.2.3-test"})
 	e.deploymentOf(bearer(keyA), chatBody(""))
 	e.sim("d1").SetFault(sim.Fault{Status: 500})
 	for range 2 {
 		e.gammaDraw("one") // d1-gamma fails twice: excluded
 	}
+	// A streamed answer is counted after its last byte reached the client;
+	// the access line is the last thing a call writes.
+	eventually(t, "3 access lines", func() bool { return strings.Count(access.String(), "\n") == 3 })
 	status, ct, body := adminGet(e.gw, "/status")
 	page := string(body)
 	if status != 200 || ct != "text/html; charset=utf-8" {
