@@ -174,6 +174,14 @@ func OpenRedis(opts RedisOptions) (*Redis, error) {
 	return &Redis{c: c, opts: opts, statsKey: opts.KeyPrefix + "stats"}, nil
 }
 
+// Client returns the engine's cluster client, so that other shared state of
+// the gateway (rate-limit counters) uses the same connections. Keys written
+// through it should start with KeyPrefix.
+func (s *Redis) Client() rueidis.Client { return s.c }
+
+// KeyPrefix returns the prefix every key of this engine starts with.
+func (s *Redis) KeyPrefix() string { return s.opts.KeyPrefix }
+
 // Close closes the connections.
 func (s *Redis) Close() error {
 	s.c.Close()
