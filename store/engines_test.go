@@ -4,17 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
+	"github.com/modelgate/gateway/store/redistest"
 )
 
 // The conformance suite: every test that takes an *engine runs against each engine with the
@@ -112,7 +107,7 @@ var redisPrefixSeq atomic.Int64
 
 func newRedisEnv(t testing.TB, o envOptions) storeEnv {
 	t.Helper()
-	addrs := testCluster.addrs(t)
+	addrs := testCluster.Addrs(t)
 	prefix := fmt.Sprintf("test:%d:%d:", os.Getpid(), redisPrefixSeq.Add(1))
 	return &redisEnv{t: t, opts: RedisOptions{Addrs: addrs, KeyPrefix: prefix, Replicas: 1,
 		WaitTimeout: 10 * time.Second, ChunkSize: o.chunkSize, Now: o.now}}
@@ -191,89 +186,10 @@ func (r *redisEnv) fileKeys(s Store, owner, id string) []string {
 }
 
 // testCluster is the Redis Cluster of the test process, started once on first use.
-var testCluster = clusterOnce{port: 7101}
-
-type clusterOnce struct {
-	port    int
-	once    sync.Once
-	list    []string
-	err     error
-	started bool // by this process: stop it at the end
-}
-
-// clusterDir is the data directory of the cluster on port: fixed, so that a cluster a test
-// process left running is found and reused.
-func clusterDir(port int) string {
-	return filepath.Join(os.TempDir(), fmt.Sprintf("gateway-redis-cluster-%d", port))
-}
-
-// clusterScript returns the path of scripts/redis-cluster.sh.
-func clusterScript() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "scripts", "redis-cluster.sh")
-}
-
-// runCluster runs the script with cmd on the cluster of port, with env added to the
-// environment, and returns its output.
-func runCluster(cmd string, port int, env ...string) (string, error) {
-	c := exec.Command("bash", clusterScript(), cmd, clusterDir(port))
-	c.Env = append(os.Environ(), fmt.Sprintf("REDIS_CLUSTER_PORT=%d", port))
-	c.Env = append(c.Env, env...)
-	var stderr strings.Builder
-	c.Stderr = &stderr
-	out, err := c.Output()
-	if err != nil {
-		return "", fmt.Errorf("redis-cluster.sh %s: %v: %s", cmd, err, stderr.String())
-	}
-	return string(out), nil
-}
-
-// addrs returns the addresses of the cluster, starting it on first use; it skips the test
-// when the cluster cannot be had (redis cannot be installed here).
-func (c *clusterOnce) addrs(t testing.TB) []string {
-	t.Helper()
-	c.once.Do(func() {
-		_, err := runCluster("status", c.port)
-		running := err == nil
-		out, err := runCluster("start", c.port)
-		c.list, c.err = strings.Fields(out), err
-		c.started = err == nil && !running
-	})
-	if c.err != nil {
-		t.Skipf("no Redis Cluster for the Redis engine's tests: %v", c.err)
-	}
-	return c.list
-}
-
-// stop stops the cluster and removes its data if this process started it.
-func (c *clusterOnce) stop() {
-	if c.started {
-		stopCluster(c.port)
-	}
-}
-
-// stopCluster stops the cluster of port and removes its data directory.
-func stopCluster(port int) error {
-	if _, err := runCluster("stop", port); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return err
-	}
-	return os.RemoveAll(clusterDir(port))
-}
+var testCluster = redistest.Cluster{Port: 7101}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	testCluster.stop()
+	testCluster.Stop()
 	os.Exit(code)
-}
-
-// redisClient returns a plain client of the cluster for checks that go around the store.
-func redisClient(t testing.TB, addrs []string) rueidis.Client {
-	t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
-	if err != nil {
-		t.Fatalf("redis client: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c
 }

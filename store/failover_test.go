@@ -2,19 +2,15 @@ package store
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
+	"github.com/modelgate/gateway/store/redistest"
 )
 
 // failoverPort is the first port of the failover test's own cluster, apart from the shared
@@ -57,14 +53,14 @@ func TestRedisFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a Redis master: not in -short")
 	}
-	testCluster.addrs(t) // skips when redis cannot be had
+	testCluster.Addrs(t) // skips when redis cannot be had
 	// A node timeout of 1 s: the replica takes over about a second after the kill.
-	out, err := runCluster("start", failoverPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000")
+	out, err := redistest.Run("start", failoverPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := stopCluster(failoverPort); err != nil {
+		if err := redistest.StopPort(failoverPort); err != nil {
 			t.Error(err)
 		}
 	})
@@ -83,12 +79,12 @@ func TestRedisFailover(t *testing.T) {
 		wg.Go(func() { writeUntil(s, w, stop, log) })
 	}
 	waitAcked(t, log, 50)
-	victim := killMasterOf(t, addrs, "failover:r:resp_0_0")
+	victim := redistest.KillMasterOf(t, failoverPort, addrs, "failover:r:resp_0_0")
 	t.Logf("killed the master on port %d", victim)
-	c := redisClient(t, addrs)
-	eventually(t, "failover", func() bool { return clusterOK(c, addrs, victim) })
+	c := redistest.Client(t, addrs)
+	eventually(t, "failover", func() bool { return redistest.OK(c, victim) })
 	// The killed node restarts and rejoins as a replica.
-	if _, err := runCluster("start", failoverPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000"); err != nil {
+	if _, err := redistest.Run("start", failoverPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000"); err != nil {
 		t.Fatal(err)
 	}
 	r0, f0 := log.acked()
@@ -151,75 +147,4 @@ func waitAcked(t *testing.T, log *ackLog, n int) {
 		r, f := log.acked()
 		return r >= n && f >= n/5
 	})
-}
-
-// killMasterOf sends SIGKILL to the master that holds key and returns its port.
-func killMasterOf(t *testing.T, addrs []string, key string) int {
-	t.Helper()
-	c := redisClient(t, addrs)
-	ctx := context.Background()
-	slot, err := c.Do(ctx, c.B().ClusterKeyslot().Key(key).Build()).AsInt64()
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := c.Do(ctx, c.B().ClusterNodes().Build()).ToString()
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := masterPort(nodes, slot)
-	if port == 0 {
-		t.Fatalf("no master holds slot %d:\n%s", slot, nodes)
-	}
-	pidfile := filepath.Join(clusterDir(failoverPort), strconv.Itoa(port), "redis.pid")
-	b, err := os.ReadFile(pidfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	return port
-}
-
-// masterPort returns the port of the master that serves slot in a CLUSTER NODES reply.
-func masterPort(nodes string, slot int64) int {
-	for _, line := range strings.Split(nodes, "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 9 || !strings.Contains(fields[2], "master") {
-			continue
-		}
-		for _, r := range fields[8:] {
-			lo, hi, ok := strings.Cut(r, "-")
-			if !ok {
-				hi = lo
-			}
-			a, err1 := strconv.ParseInt(lo, 10, 64)
-			b, err2 := strconv.ParseInt(hi, 10, 64)
-			if err1 == nil && err2 == nil && a <= slot && slot <= b {
-				addr, _, _ := strings.Cut(fields[1], "@")
-				_, p, _ := strings.Cut(addr, ":")
-				port, _ := strconv.Atoi(p)
-				return port
-			}
-		}
-	}
-	return 0
-}
-
-// clusterOK reports whether a node other than the killed one sees the cluster ok again.
-func clusterOK(c rueidis.Client, addrs []string, killed int) bool {
-	for addr, node := range c.Nodes() {
-		if strings.HasSuffix(addr, ":"+strconv.Itoa(killed)) {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		info, err := node.Do(ctx, node.B().ClusterInfo().Build()).ToString()
-		cancel()
-		return err == nil && strings.Contains(info, "cluster_state:ok")
-	}
-	return false
 }

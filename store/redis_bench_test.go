@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/gateway/store/redistest"
+
 	"github.com/redis/rueidis"
 )
 
@@ -19,7 +21,7 @@ import (
 // benchRedis opens a store with its own key prefix and the given replicas to wait for.
 func benchRedis(b *testing.B, replicas int) *Redis {
 	b.Helper()
-	addrs := testCluster.addrs(b)
+	addrs := testCluster.Addrs(b)
 	s, err := OpenRedis(RedisOptions{Addrs: addrs, Replicas: replicas,
 		KeyPrefix: fmt.Sprintf("bench:%d:%d:", os.Getpid(), redisPrefixSeq.Add(1))})
 	if err != nil {
@@ -120,7 +122,7 @@ func TestRedisMemoryFigures(t *testing.T) {
 		t.Skip("set STORE_REDIS_MEMORY=1 to measure Redis memory")
 	}
 	e, s := openRedisEnv(t, nil)
-	c := redisClient(t, e.opts.Addrs)
+	c := redistest.Client(t, e.opts.Addrs)
 	const records = 100000
 	before := mastersMemory(t, c)
 	for i := range records {

@@ -1,0 +1,193 @@
+// Package redistest starts and stops the real Redis Cluster that tests of the
+// Redis store engine, of rate limits across nodes and of several gateway
+// processes share a machine with: 6 nodes (3 masters, 3 replicas) on loopback
+// through scripts/redis-cluster.sh, which installs redis when it is missing.
+//
+// Each test binary takes its own first port, so that packages tested at once
+// never stop each other's cluster. A cluster found running on that port is
+// reused and left running; one that this process started is stopped by Stop.
+//
+// When the cluster cannot be had (redis cannot be installed here), a test
+// asking for it is skipped, unless GATEWAY_REQUIRE_REDIS=1 is set (CI sets it):
+// then it fails.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Cluster is the cluster of one first port, started once on first use.
+type Cluster struct {
+	Port int // first port: the nodes listen on Port..Port+5
+
+	once    sync.Once
+	addrs   []string
+	err     error
+	started bool // by this process: stopped by Stop
+}
+
+// Addrs returns the addresses of the cluster's nodes, starting it on first
+// use; it skips (or fails, see the package doc) t when there is no cluster.
+func (c *Cluster) Addrs(t testing.TB) []string {
+	t.Helper()
+	c.once.Do(func() {
+		_, err := Run("status", c.Port)
+		running := err == nil
+		out, err := Run("start", c.Port)
+		c.addrs, c.err = strings.Fields(out), err
+		c.started = err == nil && !running
+	})
+	if c.err != nil {
+		if os.Getenv("GATEWAY_REQUIRE_REDIS") == "1" {
+			t.Fatalf("no Redis Cluster: %v", c.err)
+		}
+		t.Skipf("no Redis Cluster: %v", c.err)
+	}
+	return c.addrs
+}
+
+// Stop stops the cluster and removes its data if this process started it.
+func (c *Cluster) Stop() {
+	if c.started {
+		StopPort(c.Port)
+	}
+}
+
+// Dir is the data directory of the cluster on port: fixed, so that a cluster
+// a test process left running is found and reused.
+func Dir(port int) string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("gateway-redis-cluster-%d", port))
+}
+
+// PidFile is the pidfile of the node listening on nodePort of the cluster of
+// port.
+func PidFile(port, nodePort int) string {
+	return filepath.Join(Dir(port), strconv.Itoa(nodePort), "redis.pid")
+}
+
+// script returns the path of scripts/redis-cluster.sh.
+func script() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "scripts", "redis-cluster.sh")
+}
+
+// Run runs the script with cmd (start, stop, status) on the cluster of port,
+// with env added to the environment, and returns its output.
+func Run(cmd string, port int, env ...string) (string, error) {
+	c := exec.Command("bash", script(), cmd, Dir(port))
+	c.Env = append(os.Environ(), fmt.Sprintf("REDIS_CLUSTER_PORT=%d", port))
+	c.Env = append(c.Env, env...)
+	var stderr strings.Builder
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		return "", fmt.Errorf("redis-cluster.sh %s: %v: %s", cmd, err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// StopPort stops the cluster of port and removes its data directory.
+func StopPort(port int) error {
+	if _, err := Run("stop", port); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return err
+	}
+	return os.RemoveAll(Dir(port))
+}
+
+// Client returns a plain client of the cluster, closed when t ends.
+func Client(t testing.TB, addrs []string) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	if err != nil {
+		t.Fatalf("redis client: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// KillMasterOf sends SIGKILL to the master of the cluster of port that holds
+// key, and returns the node's port.
+func KillMasterOf(t testing.TB, port int, addrs []string, key string) int {
+	t.Helper()
+	c := Client(t, addrs)
+	ctx := context.Background()
+	slot, err := c.Do(ctx, c.B().ClusterKeyslot().Key(key).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := c.Do(ctx, c.B().ClusterNodes().Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := MasterPort(nodes, slot)
+	if node == 0 {
+		t.Fatalf("no master holds slot %d:\n%s", slot, nodes)
+	}
+	b, err := os.ReadFile(PidFile(port, node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	return node
+}
+
+// MasterPort returns the port of the master that serves slot in a CLUSTER
+// NODES reply, or 0.
+func MasterPort(nodes string, slot int64) int {
+	for _, line := range strings.Split(nodes, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 9 || !strings.Contains(fields[2], "master") {
+			continue
+		}
+		for _, r := range fields[8:] {
+			lo, hi, ok := strings.Cut(r, "-")
+			if !ok {
+				hi = lo
+			}
+			a, err1 := strconv.ParseInt(lo, 10, 64)
+			b, err2 := strconv.ParseInt(hi, 10, 64)
+			if err1 == nil && err2 == nil && a <= slot && slot <= b {
+				addr, _, _ := strings.Cut(fields[1], "@")
+				_, p, _ := strings.Cut(addr, ":")
+				port, _ := strconv.Atoi(p)
+				return port
+			}
+		}
+	}
+	return 0
+}
+
+// OK reports whether a node other than the one on port killed sees the
+// cluster ok.
+func OK(c rueidis.Client, killed int) bool {
+	for addr, node := range c.Nodes() {
+		if strings.HasSuffix(addr, ":"+strconv.Itoa(killed)) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		info, err := node.Do(ctx, node.B().ClusterInfo().Build()).ToString()
+		cancel()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	}
+	return false
+}
