@@ -381,9 +381,8 @@ func runCrashClones(t *testing.T, d Durability, cfg vfs.CrashCloneCfg, verify cr
 	// Chunks of an unfinished upload, made durable by a later synced write: the sweep of the
 	// next open must remove them.
 	orphan = NewFileID(t0)
-	if _, err := p.writeChunks("o", orphan, bytes.NewReader(testData(7, 3*testChunk)), 1<<20); err != nil {
-		t.Fatal(err)
-	}
+	crashedUpload(t, p.beginUpload, p.chunkSize, "o", orphan, testData(7, 3*testChunk))
+
 	if n, err := p.ReclaimExpired(t0.Add(time.Hour)); err != nil || n != 1 {
 		t.Fatalf("ReclaimExpired = %d, %v", n, err)
 	}

@@ -347,9 +347,7 @@ func TestOrphanSweep(t *testing.T) {
 	}
 	orphans := []struct{ owner, id string }{{"team-a", NewFileID(t0)}, {"team-b", NewFileID(t0)}, {"team-a", neighbour}}
 	for _, o := range orphans {
-		if _, err := p.writeChunks(o.owner, o.id, bytes.NewReader(testData(2, 5000)), 1<<20); err != nil {
-			t.Fatalf("writeChunks: %v", err)
-		}
+		crashedUpload(t, p.beginUpload, p.chunkSize, o.owner, o.id, testData(2, 5000))
 		if keys := p.fileKeys(t, o.owner, o.id); len(keys) != 5 {
 			t.Fatalf("orphan setup wrote %d keys, want 5", len(keys))
 		}

@@ -141,3 +141,17 @@ func sameFile(t testing.TB, got, want File) {
 		t.Fatalf("file mismatch:\n got  %+v\n want %+v", got, want)
 	}
 }
+
+// crashedUpload writes data as an upload of owner's id that a crash cut before its commit:
+// begun and chunked, never committed nor aborted.
+func crashedUpload(t testing.TB, begin func(*File) (upload, error), chunkSize int, owner, id string, data []byte) {
+	t.Helper()
+	u, err := begin(&File{Owner: owner, ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writeChunks(u, bytes.NewReader(data), 1<<20, chunkSize); err != nil {
+		t.Fatalf("writeChunks: %v", err)
+	}
+	u.end()
+}

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -24,67 +22,48 @@ import (
 // and synced in order. On failure the chunks written so far are deleted; should that deletion
 // not reach the disk, the sweep of the next OpenPebble finishes it.
 func (p *Pebble) PutFile(f File, r io.Reader, maxSize int64) (File, error) {
-	if err := validateFile(&f, maxSize); err != nil {
-		return File{}, err
-	}
-	release, err := p.claimFileID(f.Owner, f.ID)
-	if err != nil {
-		return File{}, err
-	}
-	defer release()
-	f.Size, err = p.writeChunks(f.Owner, f.ID, r, maxSize)
-	if err == nil {
-		err = finishFile(&f, r, maxSize)
-	}
-	if err == nil {
-		err = p.commitFile(&f)
-	}
-	if err != nil {
-		if cerr := p.deleteChunks(f.Owner, f.ID); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-		return File{}, err
-	}
-	return f, nil
+	return uploadFile(f, r, maxSize, p.chunkSize, p.beginUpload)
 }
 
-// validateFile checks f and assigns its id when the caller left it empty.
-func validateFile(f *File, maxSize int64) error {
-	switch {
-	case !ValidOwner(f.Owner):
-		return fmt.Errorf("cannot put file: owner %q: %w", f.Owner, ErrInvalid)
-	case f.ID != "" && !ValidFileID(f.ID):
-		return fmt.Errorf("cannot put file: id %q: %w", f.ID, ErrInvalid)
-	case len(f.Filename) > MaxFieldLen || len(f.MimeType) > MaxFieldLen || len(f.Purpose) > MaxFieldLen:
-		return fmt.Errorf("cannot put file: a field is over %d bytes: %w", MaxFieldLen, ErrInvalid)
-	case maxSize < 0:
-		return fmt.Errorf("cannot put file: negative maximum size %d: %w", maxSize, ErrInvalid)
+// pebbleUpload is one PutFile of the Pebble engine: its claim on the id, and the batch and
+// key its chunks are written with.
+type pebbleUpload struct {
+	p       *Pebble
+	f       *File
+	release func()
+	b       *pebble.Batch
+	key     []byte
+	base    int // length of the chunks' key prefix in key
+}
+
+func (p *Pebble) beginUpload(f *File) (upload, error) {
+	release, err := p.claimFileID(f.Owner, f.ID)
+	if err != nil {
+		return nil, err
 	}
-	if f.ID == "" {
-		f.ID = NewFileID(f.Created)
+	key := appendChunkPrefix(make([]byte, 0, 64), f.Owner, f.ID)
+	return &pebbleUpload{p: p, f: f, release: release, b: p.db.NewBatch(), key: key, base: len(key)}, nil
+}
+
+// put commits one chunk without waiting for the disk.
+func (u *pebbleUpload) put(idx uint32, chunk []byte) error {
+	u.key = binary.BigEndian.AppendUint32(u.key[:u.base], idx)
+	_ = u.b.Set(u.key, chunk, nil)
+	if err := u.b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("cannot write file data: %w", err)
 	}
+	u.b.Reset()
 	return nil
 }
 
-// finishFile runs the FileFinisher of r, when r has one, on a copy of f and takes the expiry
-// it set. A change to another field fails with ErrInvalid; the result is validated as f was
-// before the upload.
-func finishFile(f *File, r io.Reader, maxSize int64) error {
-	fin, ok := r.(FileFinisher)
-	if !ok {
-		return nil
-	}
-	g := *f
-	if err := fin.FinishFile(&g); err != nil {
-		return fmt.Errorf("cannot finish file %q: %w", f.ID, err)
-	}
-	expires := g.Expires
-	g.Expires = f.Expires
-	if g != *f {
-		return fmt.Errorf("cannot finish file %q: FinishFile changed more than Expires: %w", f.ID, ErrInvalid)
-	}
-	f.Expires = expires
-	return validateFile(f, maxSize)
+func (u *pebbleUpload) commit(f *File) error { return u.p.commitFile(f) }
+
+func (u *pebbleUpload) abort() error { return u.p.deleteChunks(u.f.Owner, u.f.ID) }
+
+// end closes the batch and ends the claim.
+func (u *pebbleUpload) end() {
+	u.b.Close()
+	u.release()
 }
 
 // claimFileID marks owner's id as being uploaded, after checking that no upload, file or
@@ -130,79 +109,6 @@ func (p *Pebble) fileIDUsed(owner, id string) (bool, error) {
 	chunk := it.First()
 	return chunk, it.Close() // Close returns the iterator's error
 
-}
-
-// chunkPool holds chunk buffers; a buffer's capacity is the chunk size it was made for.
-var chunkPool sync.Pool
-
-func (p *Pebble) acquireChunk() *[]byte {
-	if v, ok := chunkPool.Get().(*[]byte); ok && cap(*v) == p.chunkSize {
-		return v
-	}
-	buf := make([]byte, p.chunkSize)
-	return &buf
-}
-
-// writeChunks copies at most maxSize bytes of r into chunks of owner's id and returns their
-// total; a longer body fails with ErrTooLarge. It reads at most one byte past maxSize.
-func (p *Pebble) writeChunks(owner, id string, r io.Reader, maxSize int64) (int64, error) {
-	bufp := p.acquireChunk()
-	defer chunkPool.Put(bufp)
-	b := p.db.NewBatch()
-	defer b.Close()
-	key := appendChunkPrefix(make([]byte, 0, 64), owner, id)
-	base := len(key)
-	var size int64
-	for idx := uint32(0); ; idx++ {
-		want := int64(len(*bufp))
-		if left := maxSize - size; left < want {
-			want = left + 1 // one byte more tells a body of exactly maxSize bytes from a longer one
-		}
-		n, eof, err := fill(r, (*bufp)[:want])
-		switch {
-		case err != nil:
-			return size, fmt.Errorf("cannot read file data: %w", err)
-		case size+int64(n) > maxSize:
-			return size, fmt.Errorf("cannot put file: more than %d bytes: %w", maxSize, ErrTooLarge)
-		case n > 0 && idx == math.MaxUint32:
-			return size, fmt.Errorf("cannot put file: more than %d chunks: %w", uint64(math.MaxUint32), ErrTooLarge)
-		}
-		if n > 0 {
-			key = binary.BigEndian.AppendUint32(key[:base], idx)
-			_ = b.Set(key, (*bufp)[:n], nil)
-			if err := b.Commit(pebble.NoSync); err != nil {
-				return size, fmt.Errorf("cannot write file data: %w", err)
-			}
-			b.Reset()
-			size += int64(n)
-		}
-		if eof {
-			return size, nil
-		}
-	}
-}
-
-// fill reads into buf until it is full or r reports io.EOF, which it returns as eof. Unlike
-// io.ReadFull it passes every other error through, io.ErrUnexpectedEOF of a truncated body
-// included, so a cut upload is never taken for a complete one.
-func fill(r io.Reader, buf []byte) (n int, eof bool, err error) {
-	for empty := 0; n < len(buf); {
-		m, err := r.Read(buf[n:])
-		n += m
-		switch {
-		case err == io.EOF:
-			return n, true, nil
-		case err != nil:
-			return n, false, err
-		case m > 0:
-			empty = 0
-		default:
-			if empty++; empty >= 100 {
-				return n, false, io.ErrNoProgress
-			}
-		}
-	}
-	return n, false, nil
 }
 
 // commitFile makes f visible: metadata and expiry entry in one synced batch.

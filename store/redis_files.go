@@ -20,31 +20,50 @@ import (
 // by themselves; any other failure removes them at once. A commit that too few replicas
 // confirm is undone (when Redis lets it be) and fails with ErrUnavailable.
 func (s *Redis) PutFile(f File, r io.Reader, maxSize int64) (File, error) {
-	if err := validateFile(&f, maxSize); err != nil {
-		return File{}, err
-	}
-	k := s.fileKeys(f.Owner, f.ID)
-	token, err := s.claimUpload(&k, f.ID)
-	if err != nil {
-		return File{}, err
-	}
-	var chunks int
-	f.Size, chunks, err = s.writeChunks(&k, r, maxSize)
-	if err == nil {
-		err = finishFile(&f, r, maxSize)
-	}
-	if err == nil {
-		err = s.commitFile(&k, &f, token, chunks)
-	}
-	if err != nil {
-		if _, aerr := s.eval("abort upload", abortScript, false, []string{k.claim, k.staging}, token); aerr != nil {
-			err = errors.Join(err, aerr)
-		}
-		return File{}, err
-	}
-	s.addStats(1, f.Size)
-	return f, nil
+	return uploadFile(f, r, maxSize, s.opts.ChunkSize, s.beginUpload)
 }
+
+// redisUpload is one PutFile of the Redis engine: the file's keys, the token of its claim and
+// the chunks pushed so far.
+type redisUpload struct {
+	s      *Redis
+	k      fileKeys
+	token  string
+	ttl    int64 // UploadTTL in milliseconds
+	chunks int
+}
+
+func (s *Redis) beginUpload(f *File) (upload, error) {
+	u := &redisUpload{s: s, k: s.fileKeys(f.Owner, f.ID), ttl: s.opts.UploadTTL.Milliseconds()}
+	var err error
+	if u.token, err = s.claimUpload(&u.k, f.ID); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+func (u *redisUpload) put(_ uint32, chunk []byte) error {
+	if err := u.s.pushChunk(&u.k, chunk, u.ttl); err != nil {
+		return err
+	}
+	u.chunks++
+	return nil
+}
+
+func (u *redisUpload) commit(f *File) error {
+	if err := u.s.commitFile(&u.k, f, u.token, u.chunks); err != nil {
+		return err
+	}
+	u.s.addStats(1, f.Size)
+	return nil
+}
+
+func (u *redisUpload) abort() error {
+	_, err := u.s.eval("abort upload", abortScript, false, []string{u.k.claim, u.k.staging}, u.token)
+	return err
+}
+
+func (u *redisUpload) end() {}
 
 // claimUpload marks owner's id as being uploaded, after checking that no file uses it, and
 // returns the token of the claim.
@@ -61,45 +80,6 @@ func (s *Redis) claimUpload(k *fileKeys, id string) (string, error) {
 		return "", fmt.Errorf("cannot put file %q: %w", id, ErrExists)
 	}
 	return token, nil
-}
-
-// writeChunks appends at most maxSize bytes of r to the staging list in chunks and returns
-// their total and count; a longer body fails with ErrTooLarge.
-func (s *Redis) writeChunks(k *fileKeys, r io.Reader, maxSize int64) (size int64, chunks int, err error) {
-	bufp := s.acquireChunk()
-	defer chunkPool.Put(bufp)
-	ttl := s.opts.UploadTTL.Milliseconds()
-	for {
-		want := int64(len(*bufp))
-		if left := maxSize - size; left < want {
-			want = left + 1 // one byte more tells a body of exactly maxSize bytes from a longer one
-		}
-		n, eof, err := fill(r, (*bufp)[:want])
-		switch {
-		case err != nil:
-			return size, chunks, fmt.Errorf("cannot read file data: %w", err)
-		case size+int64(n) > maxSize:
-			return size, chunks, fmt.Errorf("cannot put file: more than %d bytes: %w", maxSize, ErrTooLarge)
-		}
-		if n > 0 {
-			if err := s.pushChunk(k, (*bufp)[:n], ttl); err != nil {
-				return size, chunks, err
-			}
-			size += int64(n)
-			chunks++
-		}
-		if eof {
-			return size, chunks, nil
-		}
-	}
-}
-
-func (s *Redis) acquireChunk() *[]byte {
-	if v, ok := chunkPool.Get().(*[]byte); ok && cap(*v) == s.opts.ChunkSize {
-		return v
-	}
-	buf := make([]byte, s.opts.ChunkSize)
-	return &buf
 }
 
 // pushChunk appends one chunk to the staging list and renews the TTL of the list and claim.

@@ -49,13 +49,7 @@ func TestRedisNativeExpiry(t *testing.T) {
 	short := putFile(t, s, f, testData(2, 5000))
 	// A crashed upload: its claim and chunks are written, the commit never comes.
 	crashed := NewFileID(time.Now())
-	k := s.fileKeys("team-a", crashed)
-	if _, err := s.claimUpload(&k, crashed); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.writeChunks(&k, bytes.NewReader(testData(3, 4000)), 1<<20); err != nil {
-		t.Fatal(err)
-	}
+	crashedUpload(t, s.beginUpload, s.opts.ChunkSize, "team-a", crashed, testData(3, 4000))
 	if keys := e.fileKeys(s, "team-a", crashed); len(keys) != 2 {
 		t.Fatalf("crashed upload keys %q; want its claim and chunks", keys)
 	}
