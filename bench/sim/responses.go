@@ -284,38 +284,41 @@ func appendItemPage(b []byte, items []inputItem, after []byte, limit int) []byte
 }
 
 func (s *Server) responsesInputTokens(ctx *fasthttp.RequestCtx) {
+	s.aux(ctx, inputTokensFields, false, func(v *fastjson.Value, prev *storedResponse) {
+		n := estimateTokens(rawLen(v.Get("input")) + rawLen(v.Get("instructions")))
+		if prev != nil {
+			n += prev.inTok + prev.outTok
+		}
+		b := append([]byte(nil), `{"object":"response.input_tokens","input_tokens":`...)
+		b = strconv.AppendInt(b, n, 10)
+		setJSON(ctx, 200, append(b, '}'))
+	})
+}
+
+// aux serves input_tokens or compact: it parses the body, refuses fields
+// outside allowed, looks up its previous_response_id (prev is nil without
+// one) and checks its model, which a previous_response_id may stand for
+// unless needModel, before serve answers.
+func (s *Server) aux(ctx *fasthttp.RequestCtx, allowed map[string]struct{}, needModel bool, serve func(v *fastjson.Value, prev *storedResponse)) {
 	p := parserPool.Get()
 	defer parserPool.Put(p)
-	v, prev, ok := s.parseAux(ctx, p, inputTokensFields)
+	v, ok := s.parseBody(ctx, famBeta, p)
+	if !ok || !checkBetaFields(ctx, v, allowed) {
+		return
+	}
+	prev, ok := s.previous(ctx, v)
 	if !ok {
 		return
 	}
 	model := v.GetStringBytes("model")
-	if len(model) == 0 && prev == nil {
+	if len(model) == 0 && (needModel || prev == nil) {
 		missingParam(ctx, "model")
 		return
 	}
 	if len(model) > 0 && !s.checkBetaModel(ctx, model) {
 		return
 	}
-	n := estimateTokens(rawLen(v.Get("input")) + rawLen(v.Get("instructions")))
-	if prev != nil {
-		n += prev.inTok + prev.outTok
-	}
-	b := append([]byte(nil), `{"object":"response.input_tokens","input_tokens":`...)
-	b = strconv.AppendInt(b, n, 10)
-	setJSON(ctx, 200, append(b, '}'))
-}
-
-// parseAux parses the body of input_tokens or compact, refuses fields outside
-// allowed, and looks up its previous_response_id (prev is nil without one).
-func (s *Server) parseAux(ctx *fasthttp.RequestCtx, p *fastjson.Parser, allowed map[string]struct{}) (v *fastjson.Value, prev *storedResponse, ok bool) {
-	v, ok = s.parseBody(ctx, famBeta, p)
-	if !ok || !checkBetaFields(ctx, v, allowed) {
-		return nil, nil, false
-	}
-	prev, ok = s.previous(ctx, v)
-	return v, prev, ok
+	serve(v, prev)
 }
 
 // rawLen is the length of v's JSON, 0 for nil.
@@ -328,29 +331,17 @@ func rawLen(v *fastjson.Value) int {
 }
 
 func (s *Server) responsesCompact(ctx *fasthttp.RequestCtx) {
-	p := parserPool.Get()
-	defer parserPool.Put(p)
-	v, prev, ok := s.parseAux(ctx, p, compactFields)
-	if !ok {
-		return
-	}
-	model := v.GetStringBytes("model")
-	if len(model) == 0 {
-		missingParam(ctx, "model")
-		return
-	}
-	if !s.checkBetaModel(ctx, model) {
-		return
-	}
-	items, err := s.inputItems(v.Get("input"))
-	if err != nil {
-		betaError(ctx, betaErr{status: 400, param: "input", code: "invalid_type", msg: err.Error()})
-		return
-	}
-	if prev != nil {
-		items = append(append([]inputItem(nil), prev.items...), items...)
-	}
-	setJSON(ctx, 200, s.appendCompaction(nil, items, estimateTokens(len(ctx.Request.Body()))))
+	s.aux(ctx, compactFields, true, func(v *fastjson.Value, prev *storedResponse) {
+		items, err := s.inputItems(v.Get("input"))
+		if err != nil {
+			betaError(ctx, betaErr{status: 400, param: "input", code: "invalid_type", msg: err.Error()})
+			return
+		}
+		if prev != nil {
+			items = append(append([]inputItem(nil), prev.items...), items...)
+		}
+		setJSON(ctx, 200, s.appendCompaction(nil, items, estimateTokens(len(ctx.Request.Body()))))
+	})
 }
 
 // appendCompaction appends a response.compaction object: the user messages of
