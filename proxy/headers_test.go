@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/valyala/fasthttp"
@@ -63,6 +64,19 @@ func rawUpstreamGateway(t *testing.T, h fasthttp.RequestHandler) string {
 // then respond's bytes as they are written, for answers a fasthttp server
 // would not frame that way. It returns the listener's address.
 func rawTCPUpstream(t *testing.T, respond func(c net.Conn, br *bufio.Reader)) string {
+	return tcpUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		var req fasthttp.Request
+		if err := req.Read(br); err != nil {
+			return
+		}
+		respond(c, br)
+	})
+}
+
+// tcpUpstream runs serve on each connection it accepts, with a reader on it
+// and a deadline of a minute, and closes the connection after. It returns
+// the listener's address.
+func tcpUpstream(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -77,12 +91,8 @@ func rawTCPUpstream(t *testing.T, respond func(c net.Conn, br *bufio.Reader)) st
 			}
 			go func() {
 				defer c.Close()
-				br := bufio.NewReader(c)
-				var req fasthttp.Request
-				if err := req.Read(br); err != nil {
-					return
-				}
-				respond(c, br)
+				c.SetDeadline(time.Now().Add(time.Minute))
+				serve(c, bufio.NewReader(c))
 			}()
 		}
 	}()

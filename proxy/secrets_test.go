@@ -22,36 +22,18 @@ const (
 // that quotes the request it received, credentials included: fasthttp's
 // error for it then carries them.
 func echoUpstream(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return tcpUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		var head strings.Builder
 		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+			line, err := br.ReadString('\n')
+			head.WriteString(line)
+			if err != nil || line == "\r\n" {
+				break
 			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(time.Minute))
-				br := bufio.NewReader(c)
-				var head strings.Builder
-				for {
-					line, err := br.ReadString('\n')
-					head.WriteString(line)
-					if err != nil || line == "\r\n" {
-						break
-					}
-				}
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: x"+
-					strings.ReplaceAll(head.String(), "\r\n", " ")+"\r\n\r\n")
-			}()
 		}
-	}()
-	return ln.Addr().String()
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: x"+
+			strings.ReplaceAll(head.String(), "\r\n", " ")+"\r\n\r\n")
+	})
 }
 
 // rawExchange writes req on a new connection and reads whatever comes back
