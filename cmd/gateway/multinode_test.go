@@ -95,7 +95,8 @@ func sdkStatus(err error) int {
 var filesBeta = []anthropic.AnthropicBeta{anthropic.AnthropicBetaFilesAPI2025_04_14}
 
 // TestThreeGatewaysOneCluster: a response created on A is retrieved, continued without
-// model and deleted on B and C, and is 404 for another key everywhere; a file uploaded on
+// model, its input items listed and input tokens counted, and deleted on B and C, and is
+// 404 for another key everywhere; a file uploaded on
 // A is listed on B, inlined into a message on B, deleted on C and gone on A.
 func TestThreeGatewaysOneCluster(t *testing.T) {
 	addrs := e2eCluster.Addrs(t)
@@ -124,6 +125,17 @@ func TestThreeGatewaysOneCluster(t *testing.T) {
 	}
 	second := continueOn(t, b, first.ID)
 	third := continueOn(t, c, second.ID)
+	items, err := ptr(c.openai(keyA)).Responses.InputItems.List(ctx, first.ID, responses.InputItemListParams{Limit: openai.Int(10)})
+	if err != nil || len(items.Data) == 0 {
+		t.Fatalf("input items of A's response on C: %+v %v", items, err)
+	}
+	count, err := ptr(b.openai(keyA)).Responses.InputTokens.Count(ctx, responses.InputTokenCountParams{
+		PreviousResponseID: openai.String(third.ID),
+		Input:              responses.InputTokenCountParamsInputUnion{OfString: openai.String("how many?")},
+	})
+	if err != nil || count.InputTokens <= 0 {
+		t.Fatalf("input tokens after C's response on B: %+v %v", count, err)
+	}
 	if err := ptr(b.openai(keyA)).Responses.Delete(ctx, first.ID); err != nil {
 		t.Fatalf("delete on B: %v", err)
 	}
