@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/store"
 )
 
 // Error is a failure answered to the client: the HTTP status, the message the
@@ -34,6 +36,18 @@ func (e *Error) Unwrap() error { return e.Cause }
 
 func errorf(status int, reason, msg string) *Error {
 	return &Error{Status: status, Message: msg, Reason: reason}
+}
+
+// storeError is the client's error for a store call that failed with err, msg saying what
+// could not be done. A store that cannot serve now (store.ErrUnavailable: a shared engine
+// unreachable or failing over) is a 503 that the SDKs retry, after Retry-After; any other
+// failure is a 500.
+func storeError(msg string, err error) *Error {
+	if errors.Is(err, store.ErrUnavailable) {
+		return &Error{Status: 503, Reason: "store_unavailable", Message: msg + ": the store is unavailable, retry shortly",
+			Cause: err, RetryAfter: 1}
+	}
+	return &Error{Status: 500, Reason: "store_error", Message: msg, Cause: err}
 }
 
 // writeError answers e in the family's native shape. Rejections are final, so

@@ -108,7 +108,7 @@ func (c *call) ownedFile(id string) (store.File, bool) {
 		c.fail(fileNotFound(id))
 		return f, false
 	case err != nil:
-		c.fail(&Error{Status: 500, Reason: "store_error", Message: "cannot read the file record", Cause: err})
+		c.fail(storeError("cannot read the file record", err))
 		return f, false
 	}
 	return f, true
@@ -147,7 +147,7 @@ func (g *Gateway) filesDelete(ctx *fasthttp.RequestCtx) {
 		c.fail(fileNotFound(id))
 		return
 	case err != nil:
-		c.fail(&Error{Status: 500, Reason: "store_error", Message: "cannot delete the file", Cause: err})
+		c.fail(storeError("cannot delete the file", err))
 		return
 	}
 	b := acquireJSONBuf()

@@ -139,7 +139,7 @@ func inlineStoreError(id []byte, err error) *Error {
 	if errors.Is(err, store.ErrNotFound) {
 		return &Error{Status: 404, Reason: "file_not_found", Message: "file not found: " + string(id)}
 	}
-	return &Error{Status: 500, Reason: "store_error", Message: "cannot read a referenced file", Cause: err}
+	return storeError("cannot read a referenced file", err)
 }
 
 // checkInlinedSize refuses a body that inlining takes over the messages body limit.

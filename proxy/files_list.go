@@ -57,7 +57,7 @@ func (g *Gateway) filesList(ctx *fasthttp.RequestCtx) {
 		files, hasMore, err = g.opts.Store.ListFiles(c.keyID, q)
 	}
 	if err != nil {
-		c.fail(&Error{Status: 500, Reason: "store_error", Message: "cannot list files", Cause: err})
+		c.fail(storeError("cannot list files", err))
 		return
 	}
 	b := acquireJSONBuf()
@@ -240,7 +240,7 @@ func (g *Gateway) betaFilesList(ctx *fasthttp.RequestCtx) {
 	}
 	files, hasMore, err := g.opts.Store.ListFiles(c.keyID, q)
 	if err != nil {
-		c.fail(&Error{Status: 500, Reason: "store_error", Message: "cannot list files", Cause: err})
+		c.fail(storeError("cannot list files", err))
 		return
 	}
 	b := acquireJSONBuf()

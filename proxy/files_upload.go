@@ -161,7 +161,7 @@ func (u *upload) asError(err error) *Error {
 	case errors.Is(err, store.ErrTooLarge):
 		return uploadFileTooLarge()
 	}
-	return &Error{Status: 500, Reason: "store_error", Message: "cannot store the file", Cause: err}
+	return storeError("cannot store the file", err)
 }
 
 // formError turns an error met while reading the multipart body into the client's error:

@@ -108,7 +108,7 @@ type readinessReport struct {
 	Ready    bool                    `json:"ready"`
 	Reasons  []string                `json:"reasons,omitempty"` // why not ready
 	Config   *configReport           `json:"config"`            // null: not loaded
-	Store    string                  `json:"store"`             // open, closed or none
+	Store    string                  `json:"store"`             // open, unavailable, closed or none
 	Draining bool                    `json:"draining"`
 	Families map[string]familyHealth `json:"families"`
 }
@@ -137,15 +137,7 @@ func (g *Gateway) readiness(now time.Time) readinessReport {
 			r.Reasons = append(r.Reasons, "no family has a healthy deployment")
 		}
 	}
-	switch s := g.obs.store; {
-	case s == nil:
-		r.Store = "none" // the endpoints that need one answer 503; the rest serve
-	case s.closed.Load():
-		r.Store = "closed"
-		r.Reasons = append(r.Reasons, "the store is closed")
-	default:
-		r.Store = "open"
-	}
+	r.Store = g.storeReadiness(&r.Reasons)
 	if r.Draining {
 		r.Reasons = append(r.Reasons, "shutting down")
 	}
@@ -177,4 +169,24 @@ func familyReport(st *state, now int64, out map[string]familyHealth) int {
 		out[f.String()] = h
 	}
 	return servable
+}
+
+// storeReadiness returns the store's state for /readyz and adds the reason it
+// makes the node unready, if any. A shared store that cannot serve now makes the
+// node unready with the reason in words; the calls that need no state still
+// serve meanwhile, and those that do answer 503 with Retry-After.
+func (g *Gateway) storeReadiness(reasons *[]string) string {
+	s := g.obs.store
+	switch {
+	case s == nil:
+		return "none" // the endpoints that need one answer 503; the rest serve
+	case s.closed.Load():
+		*reasons = append(*reasons, "the store is closed")
+		return "closed"
+	}
+	if err := s.check(); err != nil {
+		*reasons = append(*reasons, err.Error())
+		return "unavailable"
+	}
+	return "open"
 }

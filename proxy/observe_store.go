@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"io"
 	"sync/atomic"
@@ -36,13 +37,14 @@ var storeOpNames = [numStoreOps]string{
 
 // opMetrics counts one store operation by result and times it.
 type opMetrics struct {
-	ok, notFound, refused, failed *metrics.Counter
-	duration                      *latency.Histogram
+	ok, notFound, refused, unavailable, failed *metrics.Counter
+	duration                                   *latency.Histogram
 }
 
 // observedStore is a store.Store that counts and times every operation of the
 // store it wraps, by result: ok, not_found, refused (ErrInvalid, ErrTooLarge,
-// ErrExists: the caller's input) and error (the engine failed). FileStats is
+// ErrExists: the caller's input), unavailable (ErrUnavailable: a shared engine
+// that cannot serve now) and error (the engine failed otherwise). FileStats is
 // passed through untimed: it feeds the metrics themselves. Safe for concurrent
 // use as the wrapped store is.
 type observedStore struct {
@@ -61,6 +63,7 @@ func newObservedStore(s store.Store, set *metrics.Set, hists *histograms) *obser
 		m.ok = set.NewCounter(prefix + `ok"}`)
 		m.notFound = set.NewCounter(prefix + `not_found"}`)
 		m.refused = set.NewCounter(prefix + `refused"}`)
+		m.unavailable = set.NewCounter(prefix + `unavailable"}`)
 		m.failed = set.NewCounter(prefix + `error"}`)
 		m.duration = hists.get("gateway_store_operation_duration_seconds", `op="`+name+`"`)
 	}
@@ -78,6 +81,8 @@ func (o *observedStore) done(op storeOp, start time.Time, err error) {
 		m.notFound.Inc()
 	case errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrExists):
 		m.refused.Inc()
+	case errors.Is(err, store.ErrUnavailable):
+		m.unavailable.Inc()
 	default:
 		m.failed.Inc()
 	}
@@ -155,6 +160,28 @@ func (o *observedStore) ReclaimExpired(now time.Time) (int, error) {
 }
 
 func (o *observedStore) FileStats() (count int64, bytes int64) { return o.s.FileStats() }
+
+// storeChecker is a store whose engine may be unable to serve for a while (a shared
+// engine on the network): Check says whether it can now, and when not, why in words
+// fit for /readyz (no address, no secret).
+type storeChecker interface {
+	Check(ctx context.Context) error
+}
+
+// checkTimeout bounds the store check of one /readyz or /status answer.
+const checkTimeout = time.Second
+
+// check returns nil when the wrapped store can serve now (a store that cannot be
+// unavailable always can), else the reason.
+func (o *observedStore) check() error {
+	c, ok := o.s.(storeChecker)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	return c.Check(ctx)
+}
 
 // Close closes the wrapped store; readiness reports the store closed after it.
 func (o *observedStore) Close() error {

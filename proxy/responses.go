@@ -108,7 +108,7 @@ func (c *call) ownedResponse(id []byte, asPrevious bool) (store.Response, *upstr
 		}
 		c.g.log.Warn("response held by a deployment no longer configured", "response", rec.ID, "deployment", rec.Deployment)
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
-		c.fail(&Error{Status: 500, Reason: "store_error", Message: "cannot read the response record", Cause: err})
+		c.fail(storeError("cannot read the response record", err))
 		return rec, nil, false
 	}
 	if asPrevious {
@@ -135,7 +135,7 @@ func recordFromBody(c *call, body []byte) bool {
 	}
 	if err := c.recordResponse(id); err != nil {
 		c.ctx.Response.Header.Reset()
-		c.fail(&Error{Status: 500, Reason: "store_error", Message: "cannot record the response", Cause: err})
+		c.fail(storeError("cannot record the response", err))
 		return false
 	}
 	return true

@@ -153,15 +153,18 @@ func perSecond(n uint64, secs float64) string {
 }
 
 func (g *Gateway) storeState() string {
-	switch s := g.obs.store; {
+	s := g.obs.store
+	switch {
 	case s == nil:
 		return "none"
 	case s.closed.Load():
 		return "closed"
-	default:
-		n, size := s.FileStats()
-		return "open, " + strconv.FormatInt(n, 10) + " files, " + strconv.FormatInt(size, 10) + " bytes"
 	}
+	if err := s.check(); err != nil {
+		return err.Error()
+	}
+	n, size := s.FileStats()
+	return "open, " + strconv.FormatInt(n, 10) + " files, " + strconv.FormatInt(size, 10) + " bytes"
 }
 
 // fingerprint names a config by the first 12 hex digits of the SHA-256 of its

@@ -179,8 +179,9 @@ func upload(p Params) Scenario {
 			"closed loop over %d connections, at most %d uploads a round. The gateway stores the file durably and answers 200; "+
 			"the simulator has no files endpoint, so direct and nginx measure the same body carried to it, which reads it whole and answers 404.",
 			UploadBytes>>20, conns, p.Uploads),
-		Load:  load.Options{Connections: conns, Duration: p.Duration, MaxRequests: p.Uploads},
-		build: fixed(r),
+		Load:     load.Options{Connections: conns, Duration: p.Duration, MaxRequests: p.Uploads},
+		Stateful: true,
+		build:    fixed(r),
 	}
 }
 

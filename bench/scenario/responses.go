@@ -18,8 +18,9 @@ func responsesCreate(o load.Options) Scenario {
 		Name: "responses-create",
 		Description: fmt.Sprintf("Responses create, not streamed; the gateway records who owns each new response. "+
 			"Closed loop over %d connections.", o.Connections),
-		Load:  o,
-		build: fixed(responsesRequest),
+		Load:     o,
+		Stateful: true,
+		build:    fixed(responsesRequest),
 	}
 }
 
@@ -30,7 +31,8 @@ func responsesRetrieve(o load.Options) Scenario {
 		Name: "responses-retrieve",
 		Description: fmt.Sprintf("Responses retrieve (GET by id) of %d responses created through the same target just before; "+
 			"the gateway looks up each one's owner and deployment. Closed loop over %d connections.", RetrieveIDs, o.Connections),
-		Load: o,
+		Load:     o,
+		Stateful: true,
 		build: func(ctx context.Context, env *Env, t *Target) (*load.Spec, error) {
 			create := responsesRequest.spec(env, t)
 			ids, err := createResponses(ctx, create, RetrieveIDs)

@@ -97,6 +97,9 @@ type Scenario struct {
 	// after its client closed it: no frame comes before then to reveal the
 	// close. Zero for request scenarios.
 	Linger time.Duration
+	// Stateful marks a scenario whose gateway calls read or write the store
+	// (Responses records, files): the harness measures it on every store engine.
+	Stateful bool
 
 	build func(ctx context.Context, env *Env, t *Target) (*load.Spec, error)
 }

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -179,14 +180,20 @@ Flags:
 Signals:
   SIGHUP           reload the config file: keys, upstreams and models swap atomically;
                    requests in flight finish on the old config; an invalid file is refused
-                   with a log line naming the field, and the old config stays in force
+                   with a log line naming the field, and the old config stays in force;
+                   listen and the store section take effect on restart only
   SIGTERM, SIGINT  stop accepting, mark /readyz not ready, let requests and streams in
                    flight finish within -grace, close the store, exit 0
 
 Operations (no key needed): GET /healthz (alive) and GET /readyz (this node can serve: store
-open and a healthy deployment in at least one family; JSON detail per family) on both listeners;
-GET /status (deployments, health, load, store, config; HTML) and GET /metrics (Prometheus) on the
-admin listener only.
+open and reachable and a healthy deployment in at least one family; JSON detail per family, and
+why not) on both listeners; GET /status (deployments, health, load, store, config; HTML) and
+GET /metrics (Prometheus) on the admin listener only.
+
+Store (config store.engine): pebble, embedded in store.path, for one node; or redis, a Redis
+Cluster at store.addrs shared by many nodes (docs/multi-node.md). A Redis Cluster that does not
+answer at start does not stop the gateway: the calls that need no state serve, those that do
+answer 503 with Retry-After, /readyz says why, and the store connects by itself when Redis is up.
 `)
 }
 
@@ -206,8 +213,7 @@ func serve(cfg *config.Config, o serveOptions) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	durability, _ := store.ParseDurability(cfg.Store.Durability) // validated with the config
-	st, err := store.OpenPebble(cfg.Store.Path, store.PebbleOptions{Logger: store.SlogLogger(log), Durability: durability})
+	st, err := openStore(cfg, log)
 	if err != nil {
 		return err // it names the store and says why, once
 	}
@@ -222,8 +228,31 @@ func serve(cfg *config.Config, o serveOptions) error {
 		return err
 	}
 	r := start(gw, st, lns, log)
-	log.Info("gateway listening", "addr", lns[0].Addr().String(), "store", cfg.Store.Path, "durability", cfg.Store.Durability, "version", version)
+	log.Info("gateway listening", append([]any{"addr", lns[0].Addr().String()}, append(storeAttrs(cfg.Store), "version", version)...)...)
 	return r.wait(sigs, o)
+}
+
+// openStore opens the engine the config names. The redis engine opens even
+// when no node answers: the gateway then serves what needs no state, /readyz
+// says why it is not ready, and the engine connects in the background.
+func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
+	if cfg.Store.Engine == "redis" {
+		o, err := cfg.Store.RedisOptions(cfg.Responses.Retention)
+		if err != nil {
+			return nil, err
+		}
+		return store.OpenRedisLazy(o, log)
+	}
+	durability, _ := store.ParseDurability(cfg.Store.Durability) // validated with the config
+	return store.OpenPebble(cfg.Store.Path, store.PebbleOptions{Logger: store.SlogLogger(log), Durability: durability})
+}
+
+// storeAttrs describes the store for the log: never a credential.
+func storeAttrs(s config.Store) []any {
+	if s.Engine == "redis" {
+		return []any{"store", "redis", "redis_addrs", strings.Join(s.Addrs, ","), "replicas", *s.Replicas}
+	}
+	return []any{"store", s.Path, "durability", s.Durability}
 }
 
 // running is a started gateway: its servers, store and janitor.
@@ -331,7 +360,12 @@ func reload(gw *proxy.Gateway, configPath string, log *slog.Logger) {
 	}
 	cfg, err := config.Load(configPath)
 	if err == nil {
-		cfg.Listen = gw.Config().Listen
+		old := gw.Config()
+		cfg.Listen = old.Listen
+		if !reflect.DeepEqual(cfg.Store, old.Store) {
+			log.Warn("reload: the store section changed; like listen, it takes effect on restart: the store in force stays")
+			cfg.Store = old.Store
+		}
 		err = gw.Reload(cfg)
 	}
 	if err != nil {
@@ -388,8 +422,10 @@ func check(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkStoreDir(cfg.Store.Path); err != nil {
-		return fmt.Errorf("config %s:\n%w", *configPath, err)
+	if cfg.Store.Engine == "pebble" {
+		if err := checkStoreDir(cfg.Store.Path); err != nil {
+			return fmt.Errorf("config %s:\n%w", *configPath, err)
+		}
 	}
 	// What start builds from the config (routes, affinity rings), without a
 	// store or a listener: no connection is made.

@@ -47,6 +47,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	e2eCluster.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -106,7 +107,7 @@ func TestHelp(t *testing.T) {
 	for _, want := range []string{
 		"-config file", "-listen address", "-log-format format", "-access-log format", "-admin-listen address",
 		"-grace duration", "-version", "gateway check -config FILE", "gateway hash-key [KEY]",
-		"SIGHUP", "SIGTERM", "/healthz", "/readyz", "/metrics", "/status", "(default 30s)", `(default "127.0.0.1:9091")`,
+		"SIGHUP", "SIGTERM", "store.engine", "store.addrs", "/healthz", "/readyz", "/metrics", "/status", "(default 30s)", `(default "127.0.0.1:9091")`,
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("-help does not mention %q:\n%s", want, help)

@@ -28,14 +28,46 @@ type Config struct {
 	Files     Files      `yaml:"files"`
 }
 
-// Store selects the durable store.
+// Store selects the durable store: the embedded Pebble of one node, or a Redis Cluster
+// that many nodes share. Path and Durability are Pebble's; the other fields are Redis'
+// (see store.RedisOptions and docs/multi-node.md). Secrets here never reach a log line, a
+// page or an error text.
 type Store struct {
-	Engine string `yaml:"engine"` // "pebble" (the default)
+	Engine string `yaml:"engine"` // "pebble" (the default) or "redis"
 	Path   string `yaml:"path"`   // directory of the embedded store
 	// Durability is what an acknowledged write survives: "process" (the default: the
 	// death of the gateway process, kill -9 included) or "machine" (also a crash of the
 	// machine or a power loss: each write waits for an fsync). See store.Durability.
 	Durability string `yaml:"durability"`
+
+	// Addrs are host:port addresses of Redis Cluster nodes: any of them, the rest are learned.
+	Addrs    []string `yaml:"addrs"`
+	Username string   `yaml:"username"` // ACL user; empty: the default user
+	Password string   `yaml:"password"`
+	// PasswordEnv names an environment variable that holds the password, read when the
+	// file is loaded, so that the password need not sit in the file.
+	PasswordEnv string    `yaml:"password_env"`
+	TLS         *StoreTLS `yaml:"tls"` // nil: plain TCP
+	// KeyPrefix starts every key, so that several gateways can share a cluster; no braces.
+	KeyPrefix string `yaml:"key_prefix"`
+	// Replicas is how many replicas must hold a write before it is acknowledged (WAIT);
+	// default 1, 0 acknowledges once the master has it.
+	Replicas       *int     `yaml:"replicas"`
+	WaitTimeout    Duration `yaml:"wait_timeout"`    // bounds WAIT; default 1s
+	DialTimeout    Duration `yaml:"dial_timeout"`    // default 5s
+	CommandTimeout Duration `yaml:"command_timeout"` // bounds one call to Redis; default 5s
+	// ChunkSize is the size of one stored chunk of file data; default 256 KiB - 64 B.
+	ChunkSize int `yaml:"chunk_size"`
+	// UploadTTL is how long the chunks of an upload cut by a crash live; default 5m.
+	UploadTTL Duration `yaml:"upload_ttl"`
+}
+
+// StoreTLS is the TLS of the connections to Redis.
+type StoreTLS struct {
+	CAFile     string `yaml:"ca_file"`     // PEM roots; empty: the system's
+	ServerName string `yaml:"server_name"` // empty: the host of each address
+	CertFile   string `yaml:"cert_file"`   // client certificate (PEM), with KeyFile
+	KeyFile    string `yaml:"key_file"`
 }
 
 // Key is one caller. Exactly one of Key and SHA256 is set.
@@ -213,6 +245,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		// so that one run reports every problem of the file.
 		_ = doc.Content[0].Decode(&cfg)
 	}
+	shape.resolvePassword(&cfg.Store, lookup)
 	cfg.EnsureDefaults()
 	p := append(shape, cfg.validate().except(shape)...)
 	if len(p) > 0 {

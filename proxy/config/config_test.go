@@ -60,6 +60,49 @@ func TestParseConfigStoreDurability(t *testing.T) {
 	}
 }
 
+// The redis section: defaults, every field read, the password from the environment, and
+// the options the engine is opened with.
+func TestParseConfigStoreRedis(t *testing.T) {
+	vars := map[string]string{"KEY_A": "a", "UP": "u", "RPW": "s3cret-redis"}
+	cfg, err := Parse([]byte(minimalConfig+"store: {engine: redis, addrs: [\"10.0.0.1:6379\"]}\n"), env(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Store
+	if s.Path != "" || s.Durability != "" || *s.Replicas != 1 || s.WaitTimeout.D() != time.Second ||
+		s.DialTimeout.D() != 5*time.Second || s.CommandTimeout.D() != 5*time.Second || s.ChunkSize != 256<<10-64 {
+		t.Fatalf("redis defaults: %+v", s)
+	}
+	cfg, err = Parse([]byte(minimalConfig+`store:
+  engine: redis
+  addrs: ["10.0.0.1:6379", "10.0.0.2:6379"]
+  username: gw
+  password_env: RPW
+  key_prefix: "gw:"
+  replicas: 0
+  wait_timeout: 250ms
+  dial_timeout: 2s
+  command_timeout: 3s
+  upload_ttl: 1m
+responses: {retention: 48h}
+`), env(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := cfg.Store.RedisOptions(cfg.Responses.Retention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Addrs) != 2 || o.Username != "gw" || o.Password != "s3cret-redis" || o.KeyPrefix != "gw:" ||
+		o.Replicas != 0 || o.WaitTimeout != 250*time.Millisecond || o.DialTimeout != 2*time.Second ||
+		o.CommandTimeout != 3*time.Second || o.UploadTTL != time.Minute || o.ResponseTTL != 48*time.Hour || o.TLS != nil {
+		t.Fatalf("redis options: %+v", o)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatalf("the engine refuses what the config accepted: %v", err)
+	}
+}
+
 func TestParseConfigMissingEnv(t *testing.T) {
 	_, err := Parse([]byte(minimalConfig), env(map[string]string{"KEY_A": "x"}))
 	if err == nil || !strings.Contains(err.Error(), "UP") {
@@ -111,7 +154,21 @@ func TestConfigValidationNamesField(t *testing.T) {
 	f("bad group", base(okKeys, okUps, okModels)+"groups:\n  - {name: \"a/b\", upstreams: [u1]}\n", "groups[0].name")
 	f("group unknown upstream", base(okKeys, okUps, okModels)+"groups:\n  - {name: g, upstreams: [zz]}\n", "groups[0].upstreams[0]")
 	f("bad durability", base(okKeys, okUps, okModels)+"store: {durability: fsync}\n", "store.durability")
-	f("bad engine", base(okKeys, okUps, okModels)+"store: {engine: redis}\n", "store.engine")
+	f("bad engine", base(okKeys, okUps, okModels)+"store: {engine: mongo}\n", "store.engine")
+	f("redis without addrs", base(okKeys, okUps, okModels)+"store: {engine: redis}\n", "store.addrs")
+	f("redis bad addr", base(okKeys, okUps, okModels)+"store: {engine: redis, addrs: [\"h:1\", nohostport]}\n", "store.addrs[1]")
+	f("redis with path", base(okKeys, okUps, okModels)+"store: {engine: redis, addrs: [\"h:1\"], path: ./d}\n", "store.path")
+	f("redis with durability", base(okKeys, okUps, okModels)+"store: {engine: redis, addrs: [\"h:1\"], durability: machine}\n", "store.durability")
+	f("redis braces", base(okKeys, okUps, okModels)+"store: {engine: redis, addrs: [\"h:1\"], key_prefix: \"{gw}\"}\n", "store.key_prefix")
+	f("redis negative replicas", base(okKeys, okUps, okModels)+"store: {engine: redis, addrs: [\"h:1\"], replicas: -1}\n", "store.replicas")
+	f("redis bad wait", base(okKeys, okUps, okModels)+"store: {engine: redis, addrs: [\"h:1\"], wait_timeout: soon}\n", "store.wait_timeout")
+	f("redis tiny timeout", base(okKeys, okUps, okModels)+"store: {engine: redis, addrs: [\"h:1\"], command_timeout: 1us}\n", "store.command_timeout")
+	f("redis both passwords", base(okKeys, okUps, okModels)+"store: {engine: redis, addrs: [\"h:1\"], password: topsecret, password_env: X}\n", "store.password")
+	f("redis password env unset", base(okKeys, okUps, okModels)+"store: {engine: redis, addrs: [\"h:1\"], password_env: NOPE_UNSET}\n", "store.password_env")
+	f("redis missing ca", base(okKeys, okUps, okModels)+"store: {engine: redis, addrs: [\"h:1\"], password: topsecret, tls: {ca_file: /nonexistent/ca.pem}}\n", "store.tls")
+	f("redis unknown field", base(okKeys, okUps, okModels)+"store: {engine: redis, addrs: [\"h:1\"], pasword: topsecret}\n", "store.pasword")
+	f("pebble with addrs", base(okKeys, okUps, okModels)+"store: {addrs: [\"h:1\"]}\n", "store.addrs")
+	f("pebble with password", base(okKeys, okUps, okModels)+"store: {password: topsecret}\n", "store.password")
 	f("no api_key", base(okKeys, "  - {name: u1, family: beta, base_url: \"http://h/v1\"}\n", okModels), "upstreams[0].api_key")
 	f("empty api_key", base(okKeys, "  - {name: u1, family: beta, base_url: \"http://h/v1\", api_key: \"\"}\n", okModels), "upstreams[0].api_key")
 	f("bad expiry default", base(okKeys, okUps, okModels)+"files: {default_expires_in: 10m}\n", "files.default_expires_in")

@@ -14,12 +14,7 @@ func (c *Config) EnsureDefaults() {
 	if c.Store.Engine == "" {
 		c.Store.Engine = "pebble"
 	}
-	if c.Store.Path == "" {
-		c.Store.Path = "./data"
-	}
-	if c.Store.Durability == "" {
-		c.Store.Durability = store.DurabilityProcess.String()
-	}
+	c.Store.ensureDefaults()
 	setDefault(&c.Timeouts.Connect, 5*time.Second)
 	setDefault(&c.Timeouts.FirstByte, 10*time.Minute)
 	setDefault(&c.Timeouts.Idle, 5*time.Minute)
@@ -67,5 +62,30 @@ func (c *Config) EnsureDefaults() {
 func setDefault(d *Duration, v time.Duration) {
 	if *d == 0 {
 		*d = Duration(v)
+	}
+}
+
+// ensureDefaults fills the defaults of the engine s names, and only those: a field of the
+// other engine stays empty, so that validation can refuse it.
+func (s *Store) ensureDefaults() {
+	if s.Engine != "redis" {
+		if s.Path == "" {
+			s.Path = "./data"
+		}
+		if s.Durability == "" {
+			s.Durability = store.DurabilityProcess.String()
+		}
+		return
+	}
+	if s.Replicas == nil {
+		one := 1
+		s.Replicas = &one
+	}
+	setDefault(&s.WaitTimeout, store.DefaultRedisWaitTimeout)
+	setDefault(&s.DialTimeout, store.DefaultRedisDialTimeout)
+	setDefault(&s.CommandTimeout, store.DefaultRedisCommandTimeout)
+	setDefault(&s.UploadTTL, store.DefaultRedisUploadTTL)
+	if s.ChunkSize == 0 {
+		s.ChunkSize = store.RedisChunkSize
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelgate/gateway/proxy/family"
-	"github.com/modelgate/gateway/store"
 )
 
 // problem is one thing wrong with a config, at the field path field.
@@ -56,9 +55,7 @@ func (c *Config) Validate() error { return c.validate().err() }
 
 func (c *Config) validate() problems {
 	var p problems
-	if c.Store.Engine != "pebble" {
-		p.add("store.engine", "unsupported engine %q (supported: pebble)", c.Store.Engine)
-	}
+	p.store(&c.Store)
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		p.add("listen", "expected host:port such as 127.0.0.1:8080, not %q", c.Listen)
 	}
@@ -66,9 +63,6 @@ func (c *Config) validate() problems {
 	ups := p.upstreams(c.Upstreams)
 	p.models(c.Models, ups)
 	p.groups(c.Groups, ups)
-	if _, ok := store.ParseDurability(c.Store.Durability); !ok {
-		p.add("store.durability", "must be process or machine, not %q", c.Store.Durability)
-	}
 	p.limits(c)
 	p.retry(c.Retry)
 	return p

@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/modelgate/gateway/bench/nginx"
 	"github.com/modelgate/gateway/bench/scenario"
+	"github.com/modelgate/gateway/store/redistest"
 )
 
 // simDeployments is the number of simulator processes: the affinity ring.
@@ -32,7 +34,18 @@ type deployment struct {
 	nginxSkipped string
 	nginxVersion string
 	nginxPIDs    []int
+	// The gateway on the redis engine, measured on the stateful scenarios:
+	// its Redis Cluster (started by this run when redisOwned), the process
+	// and its address, or why there is none.
+	redis        []string
+	redisOwned   bool
+	redisGw      *proc
+	redisGwAddr  string
+	redisSkipped string
 }
+
+// redisPort is the first port of the bench's Redis Cluster (6 nodes from it).
+const redisPort = 7191
 
 // deploy starts the simulators, the gateway in front of them and nginx in
 // front of the first simulator. On error, whatever started is stopped.
@@ -56,6 +69,11 @@ func deploy(ctx context.Context, o *options, root string, log io.Writer) (d *dep
 		return d, err
 	}
 	if err = d.startGateway(); err != nil {
+		return d, err
+	}
+	if o.noRedis {
+		d.redisSkipped = "redis not run (-no-redis)"
+	} else if err = d.startRedis(log); err != nil {
 		return d, err
 	}
 	if o.noNginx {
@@ -83,26 +101,61 @@ func (d *deployment) startSims() error {
 }
 
 func (d *deployment) startGateway() error {
+	gc := scenario.GatewayConfig{StorePath: filepath.Join(d.dir, "store")}
+	var err error
+	d.gateway, d.gwAddr, err = d.launchGateway("gateway", gc)
+	return err
+}
+
+// startRedisGateway starts the gateway on the redis engine, if there is a cluster.
+func (d *deployment) startRedisGateway() error {
+	if d.redis == nil {
+		return nil
+	}
+	gc := scenario.GatewayConfig{Redis: d.redis, RedisPrefix: fmt.Sprintf("bench:%d:", os.Getpid())}
+	var err error
+	d.redisGw, d.redisGwAddr, err = d.launchGateway("gateway-redis", gc)
+	return err
+}
+
+// launchGateway writes gc, completed with a free address, the keys and the
+// simulators, as name.yaml and starts the gateway process name on it.
+func (d *deployment) launchGateway(name string, gc scenario.GatewayConfig) (*proc, string, error) {
 	addr, err := freeAddr()
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	urls := make([]string, len(d.simAddrs))
-	for i, a := range d.simAddrs {
-		urls[i] = "http://" + a
+	gc.Listen, gc.Keys = addr, scenario.DefaultKeys
+	for _, a := range d.simAddrs {
+		gc.Sims = append(gc.Sims, "http://"+a)
 	}
-	gc := scenario.GatewayConfig{Listen: addr, StorePath: filepath.Join(d.dir, "store"), Keys: scenario.DefaultKeys, Sims: urls}
 	text, err := gc.YAML()
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	path := filepath.Join(d.dir, "gateway.yaml")
+	path := filepath.Join(d.dir, name+".yaml")
 	if err := os.WriteFile(path, text, 0o600); err != nil {
-		return fmt.Errorf("cannot write the gateway config: %w", err)
+		return nil, "", fmt.Errorf("cannot write the %s config: %w", name, err)
 	}
-	d.gateway, err = startGateway(d.bins.gateway, d.dir, path, addr, scenario.DefaultKeys.Gateway)
-	d.gwAddr = addr
-	return err
+	p, err := startGateway(name, d.bins.gateway, d.dir, path, addr, scenario.DefaultKeys.Gateway)
+	return p, addr, err
+}
+
+// startRedis starts (or reuses) the Redis Cluster of scripts/redis-cluster.sh
+// and the gateway on it. A cluster that cannot be had is a skipped target,
+// with its reason; a gateway that does not start on it is an error.
+func (d *deployment) startRedis(log io.Writer) error {
+	_, err := redistest.Run("status", redisPort)
+	running := err == nil
+	out, err := redistest.Run("start", redisPort)
+	if err != nil {
+		d.redisSkipped = "redis not available: " + oneLine(err.Error(), 200)
+		fmt.Fprintf(log, "redis: skipped: %s\n", d.redisSkipped)
+		return nil
+	}
+	d.redis, d.redisOwned = strings.Fields(out), !running
+	fmt.Fprintf(log, "redis: cluster on 127.0.0.1:%d-%d\n", redisPort, redisPort+5)
+	return d.startRedisGateway()
 }
 
 // startNginx installs nginx if it can and starts it with one worker per core
@@ -168,16 +221,23 @@ func (d *deployment) targets() []target {
 		{Target: scenario.Target{Name: "direct", Kind: scenario.Direct, URL: "http://" + d.simAddrs[0]}, pids: []int{d.sims[0].pid()}},
 		{Target: scenario.Target{Name: "gateway", Kind: scenario.Gateway, URL: "http://" + d.gwAddr}, pids: []int{d.gateway.pid()}},
 	}
+	rg := target{Target: scenario.Target{Name: redisTarget, Kind: scenario.Gateway}, skipped: d.redisSkipped, stateful: true}
+	if d.redisGw != nil {
+		rg.URL, rg.pids = "http://"+d.redisGwAddr, []int{d.redisGw.pid()}
+	}
 	n := target{Target: scenario.Target{Name: "nginx", Kind: scenario.Proxy}, skipped: d.nginxSkipped}
 	if d.nginx != nil {
 		n.URL, n.pids = d.nginx.URL(), d.nginxPIDs
 	}
-	return append(ts, n)
+	return append(ts, rg, n)
 }
+
+// redisTarget names the gateway on the redis engine in reports.
+const redisTarget = "gateway-redis"
 
 // checkAlive returns an error naming a process of the run that has exited.
 func (d *deployment) checkAlive() error {
-	procs := append([]*proc{d.gateway}, d.sims...)
+	procs := append([]*proc{d.gateway, d.redisGw}, d.sims...)
 	for _, p := range procs {
 		if p == nil {
 			continue
@@ -199,13 +259,18 @@ func (d *deployment) close(log io.Writer) {
 			fmt.Fprintf(log, "warning: %v\n", err)
 		}
 	}
-	procs := append([]*proc{d.gateway}, d.sims...)
+	procs := append([]*proc{d.gateway, d.redisGw}, d.sims...)
 	for _, p := range procs {
 		if p == nil {
 			continue
 		}
 		if err := p.stop(); err != nil {
 			fmt.Fprintf(log, "warning: %v\n", err)
+		}
+	}
+	if d.redisOwned {
+		if err := redistest.StopPort(redisPort); err != nil {
+			fmt.Fprintf(log, "warning: cannot stop the redis cluster: %v\n", err)
 		}
 	}
 	if d.dir != "" {
@@ -220,4 +285,6 @@ type target struct {
 	scenario.Target
 	pids    []int
 	skipped string
+	// stateful: measured on the scenarios that use the store only.
+	stateful bool
 }

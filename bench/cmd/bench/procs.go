@@ -192,8 +192,8 @@ func startSim(bin, dir, name string, keys [3]string) (*proc, string, error) {
 // waits until it answers the model list to the key. Its access log is off,
 // as nginx's is (bench/nginx renders access_log off): neither proxy pays for
 // a line per request.
-func startGateway(bin, dir, configPath, addr, key string) (*proc, error) {
-	p, err := startProc("gateway", filepath.Join(dir, "gateway.log"), nil, bin,
+func startGateway(name, bin, dir, configPath, addr, key string) (*proc, error) {
+	p, err := startProc(name, filepath.Join(dir, name+".log"), nil, bin,
 		"-config", configPath, "-listen", addr, "-admin-listen", "off", "-grace", "2s", "-access-log", "off")
 	if err != nil {
 		return nil, err

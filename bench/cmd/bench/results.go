@@ -46,6 +46,13 @@ func (r *runner) notes() []string {
 	if r.d.nginxSkipped != "" {
 		notes = append(notes, "nginx skipped: "+r.d.nginxSkipped)
 	}
+	if r.d.redisSkipped != "" {
+		notes = append(notes, "gateway-redis skipped: "+r.d.redisSkipped)
+	} else {
+		notes = append(notes, "gateway-redis is the same binary and config on the redis store engine (replicas: 1: each write "+
+			"waits for one replica), on a 6-node Redis Cluster (3 masters, 3 replicas, appendonly) of scripts/redis-cluster.sh "+
+			"on the same cores; measured in the scenarios that use the store only (responses-create, responses-retrieve, upload).")
+	}
 	return notes
 }
 

@@ -90,11 +90,14 @@ func (r *runner) scenario(ctx context.Context, sc *scenario.Scenario) report.Sce
 	if err := r.freshGateway(); err != nil {
 		fmt.Fprintf(r.log, "   gateway  cannot restart: %v\n", err)
 	}
-	out := report.Scenario{Name: sc.Name, Description: sc.Description, Targets: make([]report.Target, len(r.targets))}
 	targets := r.targets
 	if sc.Idle != nil {
 		targets = r.idleTargets()
 	}
+	if !sc.Stateful {
+		targets = slices.DeleteFunc(slices.Clone(targets), func(t target) bool { return t.stateful })
+	}
+	out := report.Scenario{Name: sc.Name, Description: sc.Description, Targets: make([]report.Target, len(targets))}
 	var ready []prepared
 	for i := range targets {
 		t := &targets[i]
@@ -289,8 +292,7 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-// freshGateway restarts the gateway before a scenario, its store directory
-// kept, so that the memory a scenario measures is its own and not what the
+// freshGateway restarts the gateways before a scenario, their stores kept, so that the memory a scenario measures is its own and not what the
 // scenarios before it left in the process.
 func (r *runner) freshGateway() error {
 	if r.d.gateway != nil {
@@ -300,6 +302,14 @@ func (r *runner) freshGateway() error {
 	}
 	if err := r.d.startGateway(); err != nil {
 		return err
+	}
+	if r.d.redisGw != nil {
+		if err := r.d.redisGw.stop(); err != nil {
+			return err
+		}
+		if err := r.d.startRedisGateway(); err != nil {
+			return err
+		}
 	}
 	r.targets = r.d.targets()
 	return nil
