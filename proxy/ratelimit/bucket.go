@@ -45,6 +45,10 @@ type bucket struct {
 	// spent. tokLeft < 0 is tokens charged beyond the reservation, owed.
 	reqLeft, tokLeft int64
 	leaseEnd         int64 // ms: the allowance goes back at the next sync after this
+	// With Redis: the shared bucket refused a call for blockedKind until
+	// blockedUntil (ms); calls before then are refused without asking it.
+	blockedUntil int64
+	blockedKind  Kind
 
 	inflight atomic.Int64
 	rejected [numKinds]atomic.Uint64

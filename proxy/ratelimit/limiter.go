@@ -40,6 +40,8 @@ type Limiter struct {
 	// failures counts the decisions made without the shared counters, by
 	// outcome: [0] admitted (fail open), [1] refused (fail closed).
 	failures [2]atomic.Uint64
+	// calls counts the round trips to Redis.
+	calls atomic.Uint64
 }
 
 type bucketID struct{ key, model string }

@@ -14,6 +14,7 @@ import (
 //	gateway_ratelimit_used{key,model,kind}               gauge: requests and tokens owed to the bucket, calls in flight
 //	gateway_ratelimit_rejections_total{key,model,kind}   counter: calls refused
 //	gateway_ratelimit_backend_failures_total{outcome}    counter: decisions made without Redis, admitted (open) or refused (closed)
+//	gateway_ratelimit_backend_calls_total                counter: round trips to Redis (with Redis only)
 //
 // With Redis, "used" is the shared bucket as this node last saw it.
 func (l *Limiter) WritePrometheus(w io.Writer) {
@@ -50,7 +51,14 @@ func (l *Limiter) WritePrometheus(w io.Writer) {
 	b = strconv.AppendUint(b, l.failures[0].Load(), 10)
 	b = append(b, "\ngateway_ratelimit_backend_failures_total{outcome=\"closed\"} "...)
 	b = strconv.AppendUint(b, l.failures[1].Load(), 10)
-	w.Write(append(b, '\n'))
+	b = append(b, '\n')
+	if l.remote != nil {
+		b = appendMetadata(b, "gateway_ratelimit_backend_calls_total", "counter", "round trips to Redis for rate-limit decisions and settlements")
+		b = append(b, "gateway_ratelimit_backend_calls_total "...)
+		b = strconv.AppendUint(b, l.calls.Load(), 10)
+		b = append(b, '\n')
+	}
+	w.Write(b)
 }
 
 // BackendFailures returns the decisions made without the shared counters:

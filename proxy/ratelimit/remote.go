@@ -111,14 +111,18 @@ func (r *remote) key(key, model string) string {
 // shared reports whether b's limits are kept in Redis (concurrency is not).
 func (b *bucket) shared() bool { return b.lim.RequestsPerMinute > 0 || b.lim.TokensPerMinute > 0 }
 
-// decideShared spends from the local allowances, or reserves more; every
-// b.mu is held.
+// decideShared spends from the local allowances, or reserves more; a bucket
+// that Redis refused refuses locally until the call would be due. Every b.mu
+// is held.
 func (l *Limiter) decideShared(bs []*bucket, now int64) Verdict {
 	var sh [2]*bucket
 	n, need := 0, false
 	for _, b := range bs {
 		if !b.shared() {
 			continue
+		}
+		if now < b.blockedUntil {
+			return refusal(b, b.blockedKind, b.blockedUntil-now, now)
 		}
 		sh[n], n = b, n+1
 		need = need || now >= b.leaseEnd ||
@@ -167,7 +171,11 @@ func (l *Limiter) sync(bs []*bucket, now int64, decide bool) Verdict {
 		if res[2] == 2 {
 			k = KindTokens
 		}
-		return refusal(bs[res[3]-1], k, res[1], now)
+		b := bs[res[3]-1]
+		// Nothing is due before then: a client that keeps calling is
+		// refused here, not by a round trip each.
+		b.blockedUntil, b.blockedKind = now+res[1], k
+		return refusal(b, k, res[1], now)
 	}
 	spend(bs)
 	return Verdict{}
@@ -186,6 +194,7 @@ func (l *Limiter) exec(bs []*bucket, now int64, decide bool) ([]int64, error) {
 		args = append(args, strconv.FormatInt(b.lim.RequestsPerMinute, 10), strconv.FormatInt(b.lim.TokensPerMinute, 10),
 			strconv.FormatInt(max(b.reqLeft, 0), 10), strconv.FormatInt(-b.tokLeft, 10), strconv.Itoa(maxBatch))
 	}
+	l.calls.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(l.timeout.Load()))
 	defer cancel()
 	vals, err := script.Exec(ctx, l.remote.c, keys[:len(bs)], args).ToArray()
