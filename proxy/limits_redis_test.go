@@ -308,3 +308,38 @@ func TestRateLimitRedisStopped(t *testing.T) {
 		t.Fatalf("a key without limits needs no Redis: %d", status)
 	}
 }
+
+// TestRateLimitTokensAndModelsAcrossNodes: a small token budget and a
+// per-model limit hold across three gateways exactly: a call's tokens beyond
+// its node's reservation reach Redis before its answer does.
+func TestRateLimitTokensAndModelsAcrossNodes(t *testing.T) {
+	addrs := limitCluster.Addrs(t)
+	probe := newEnv(t, nil)
+	_, per := probe.chat(keyA)
+	n := chatTokens(t, per)
+	clk := newManualClock()
+	gws, _ := nodes(t, addrs, 3, withKeyLimits(fmt.Sprintf(
+		"{tokens_per_minute: %d, models: {plain-model: {requests_per_minute: 2}}}", 2*n-1)), clk)
+	for i := range 2 {
+		if status, body := gws[i].chat(keyA); status != 200 {
+			t.Fatalf("call %d on node %d: %d %s", i+1, i, status, body)
+		}
+	}
+	status, _, body := gws[2].do("POST", chatPath, bearer(keyA), limitChatBody)
+	if status != 429 || !strings.Contains(string(body), `"type":"tokens"`) {
+		t.Fatalf("third call, on the third node, with 2n of 2n-1 tokens spent on the others: %d %s", status, body)
+	}
+	// Two minutes on, the token debt is repaid; a plain-model call (a shorter
+	// body) uses fewer than n tokens, so two of them stay within the budget.
+	clk.advance(2 * time.Minute)
+	plain := `{"model":"plain-model","messages":[{"role":"user","content":"x"}]}`
+	for i, want := range []int{200, 200, 429, 429} {
+		status, _, body := gws[i%3].do("POST", chatPath, bearer(keyA), plain)
+		if status != want {
+			t.Fatalf("plain-model call %d on node %d: %d %s, want %d", i+1, i%3, status, body, want)
+		}
+		if want == 429 && !strings.Contains(string(body), "on model 'plain-model'") {
+			t.Fatalf("the refusal does not name the model: %s", body)
+		}
+	}
+}
