@@ -107,14 +107,13 @@ type Verdict struct {
 	RetryAfter time.Duration
 	// The limits of the bucket that refused (for KindUnavailable, the key's)
 	// and, for the kinds it limits, what is left and when it is whole again.
-	Limits        config.RateLimits
-	Model         string // "" when the key's limits over every model refused
-	ReqRemaining  int64
-	TokRemaining  int64
-	ReqReset      time.Duration
-	TokReset      time.Duration
-	retryAfterMs  int64
-	refusedBucket *bucket
+	Limits       config.RateLimits
+	Model        string // "" when the key's limits over every model refused
+	ReqRemaining int64
+	TokRemaining int64
+	ReqReset     time.Duration
+	TokReset     time.Duration
+	retryAfterMs int64
 }
 
 // Admitted reports whether the call may go on.

@@ -175,7 +175,7 @@ func (l *Limiter) Admit(key, model string, t *Ticket) Verdict {
 	v := l.decide(t.b[:t.n], now)
 	if !v.Admitted() {
 		t.releaseSlots()
-		t.n = 0
+		t.n, t.b = 0, [2]*bucket{}
 	}
 	return v
 }
@@ -191,7 +191,7 @@ func (t *Ticket) takeSlots(now int64) Verdict {
 			b.inflight.Add(-1)
 			b.rejected[KindConcurrent].Add(1)
 			t.releaseSlots()
-			t.n = 0
+			t.n, t.b = 0, [2]*bucket{}
 			v := Verdict{Kind: KindConcurrent, retryAfterMs: 1000}
 			b.mu.Lock()
 			v.describe(b, now)
@@ -249,7 +249,7 @@ func decideLocal(bs []*bucket, now int64) Verdict {
 // refusal counts and describes b's refusal of kind k; b.mu is held.
 func refusal(b *bucket, k Kind, retryMs, now int64) Verdict {
 	b.rejected[k].Add(1)
-	v := Verdict{Kind: k, retryAfterMs: retryMs, refusedBucket: b}
+	v := Verdict{Kind: k, retryAfterMs: retryMs}
 	v.describe(b, now)
 	return v
 }
