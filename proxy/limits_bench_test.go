@@ -18,6 +18,7 @@ func withBenchLimits(tb testing.TB, h *hotBench) *hotBench {
 	tb.Helper()
 	cfg := *h.gw.Config()
 	cfg.Keys = []config.Key{{ID: "bench", Key: "bench-key", Limits: &benchLimits}}
+	cfg.RateLimit.Timeout = config.Duration(10 * time.Second) // no decision by the fail mode
 	if err := h.gw.Reload(&cfg); err != nil {
 		tb.Fatal(err)
 	}
@@ -44,6 +45,9 @@ func BenchmarkRateLimits(b *testing.B) {
 		before := backendCallsOf(h.gw)
 		h.proxied(b, hotBody)
 		b.ReportMetric(float64(backendCallsOf(h.gw)-before)/float64(b.N), "redis-calls/op")
+		if open, closed := h.gw.limits.BackendFailures(); open+closed != 0 {
+			b.Fatalf("%d decisions made without Redis", open+closed)
+		}
 	})
 }
 

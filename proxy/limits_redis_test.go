@@ -34,6 +34,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// sharedLimits gives team-a the limits, with a Redis round trip bounded by
+// 10 s rather than 250 ms: on a loaded machine (or under -race) a slow round
+// trip would be decided by the fail mode, and the counts would depend on
+// the machine's speed.
+func sharedLimits(limits string) func(string) string {
+	return func(y string) string {
+		return withKeyLimits(limits)(y) + "rate_limit: {timeout: 10s}\n"
+	}
+}
+
 // nodes starts two simulators and n gateways with the config of the fixture
 // edited by edit, each with its own store.OpenRedis client on addrs under one
 // fresh key prefix, all on clock clk.
@@ -92,7 +102,7 @@ func serveNode(t *testing.T, cfg *config.Config, opts Options, sims []*sim.Serve
 func TestRateLimitAcrossThreeNodes(t *testing.T) {
 	addrs := limitCluster.Addrs(t)
 	clk := newManualClock()
-	gws, prefix := nodes(t, addrs, 3, withKeyLimits("{requests_per_minute: 60}"), clk)
+	gws, prefix := nodes(t, addrs, 3, sharedLimits("{requests_per_minute: 60}"), clk)
 	for i := range 90 {
 		status, body := gws[i%3].chat(keyA)
 		if want := map[bool]int{true: 200, false: 429}[i < 60]; status != want {
@@ -111,6 +121,7 @@ func TestRateLimitAcrossThreeNodes(t *testing.T) {
 	if status, _ := gws[1].chat(keyA); status != 200 {
 		t.Fatalf("a second later one call is due: %d", status)
 	}
+	noFailOpen(t, gws)
 	keys := scanPrefix(t, addrs, prefix+"rl:")
 	if len(keys) != 1 {
 		t.Fatalf("rate-limit keys under %q: %v, want the one of team-a", prefix, keys)
@@ -119,6 +130,17 @@ func TestRateLimitAcrossThreeNodes(t *testing.T) {
 	ttl, err := c.Do(context.Background(), c.B().Pttl().Key(keys[0]).Build()).AsInt64()
 	if err != nil || ttl <= 0 || ttl > 62_000 {
 		t.Fatalf("PTTL %s = %d (%v): it must expire by itself, once repaid (60 s)", keys[0], ttl, err)
+	}
+}
+
+// noFailOpen fails t when a node decided without Redis: every count above
+// must come from the shared buckets.
+func noFailOpen(t *testing.T, gws []*testEnv) {
+	t.Helper()
+	for i, g := range gws {
+		if open, closed := g.gw.limits.BackendFailures(); open+closed != 0 {
+			t.Fatalf("node %d decided %d calls without Redis (%d open, %d closed)", i, open+closed, open, closed)
+		}
 	}
 }
 
@@ -164,18 +186,20 @@ func TestRateLimitBurstAcrossNodes(t *testing.T) {
 	tokens := chatTokens(t, per)
 	const limit, clients, each = 1200, 24, 75 // 1800 calls for 1200
 	clk := newManualClock()
-	gws, _ := nodes(t, addrs, 3, withKeyLimits(fmt.Sprintf("{requests_per_minute: %d}", limit)), clk)
+	gws, _ := nodes(t, addrs, 3, sharedLimits(fmt.Sprintf("{requests_per_minute: %d}", limit)), clk)
 	ok := burst(t, gws, clients, each)
 	calls := backendCalls(gws)
 	t.Logf("requests: %d calls, limit %d: %d admitted (%+d), %d Redis round trips", clients*each, limit, ok, ok-limit, calls)
+	noFailOpen(t, gws)
 	if ok != limit {
 		t.Fatalf("admitted %d of a limit of %d", ok, limit)
 	}
 	const tpmCalls = 300
 	tpm := tokens * tpmCalls
 	clk2 := newManualClock()
-	tg, _ := nodes(t, addrs, 3, withKeyLimits(fmt.Sprintf("{tokens_per_minute: %d}", tpm)), clk2)
+	tg, _ := nodes(t, addrs, 3, sharedLimits(fmt.Sprintf("{tokens_per_minute: %d}", tpm)), clk2)
 	ok = burst(t, tg, clients, each)
+	noFailOpen(t, tg)
 	over := int64(ok)*tokens - tpm
 	t.Logf("tokens: %d calls of %d tokens, limit %d: %d admitted, %d tokens over (%.1f%%, %d calls' worth; %d clients)",
 		clients*each, tokens, tpm, ok, over, 100*float64(over)/float64(tpm), over/tokens, clients)
@@ -318,7 +342,7 @@ func TestRateLimitTokensAndModelsAcrossNodes(t *testing.T) {
 	_, per := probe.chat(keyA)
 	n := chatTokens(t, per)
 	clk := newManualClock()
-	gws, _ := nodes(t, addrs, 3, withKeyLimits(fmt.Sprintf(
+	gws, _ := nodes(t, addrs, 3, sharedLimits(fmt.Sprintf(
 		"{tokens_per_minute: %d, models: {plain-model: {requests_per_minute: 2}}}", 2*n-1)), clk)
 	for i := range 2 {
 		if status, body := gws[i].chat(keyA); status != 200 {
@@ -329,6 +353,7 @@ func TestRateLimitTokensAndModelsAcrossNodes(t *testing.T) {
 	if status != 429 || !strings.Contains(string(body), `"type":"tokens"`) {
 		t.Fatalf("third call, on the third node, with 2n of 2n-1 tokens spent on the others: %d %s", status, body)
 	}
+	noFailOpen(t, gws)
 	// Two minutes on, the token debt is repaid; a plain-model call (a shorter
 	// body) uses fewer than n tokens, so two of them stay within the budget.
 	clk.advance(2 * time.Minute)

@@ -156,6 +156,7 @@ func (l *Limiter) sync(bs []*bucket, now int64, decide bool) Verdict {
 	res, err := l.exec(bs, now, decide)
 	if err != nil {
 		l.downUntil.Store(now + downFor)
+		forgetAllowances(bs)
 		return l.unavailable(bs, now, decide)
 	}
 	for i, b := range bs {
@@ -179,6 +180,17 @@ func (l *Limiter) sync(bs []*bucket, now int64, decide bool) Verdict {
 	}
 	spend(bs)
 	return Verdict{}
+}
+
+// forgetAllowances settles bs after a round trip whose outcome is unknown (a
+// timeout may come after Redis ran the script) on the side that never admits
+// more than the limit: what was given back counts as given back, tokens owed
+// are owed still (sent again, at worst charged twice).
+func forgetAllowances(bs []*bucket) {
+	for _, b := range bs {
+		b.reqLeft = 0
+		b.tokLeft = min(b.tokLeft, 0)
+	}
 }
 
 // exec runs the script within the limiter's timeout and returns its integers.
