@@ -243,8 +243,9 @@ func TestRateLimitTokens(t *testing.T) {
 	})
 }
 
-// openStream starts a slow chat stream for key on a raw connection and
-// returns once its first event arrived: the call holds its slot.
+// openStream starts a chat stream of a minute (120 events 500 ms apart) for
+// key on a raw connection and returns once its first event arrived: the call
+// holds its slot until the stream ends or the client goes away.
 func openStream(t *testing.T, e *testEnv, key string) net.Conn {
 	t.Helper()
 	conn, err := net.Dial("tcp", e.ln.Addr().String())
@@ -253,7 +254,7 @@ func openStream(t *testing.T, e *testEnv, key string) net.Conn {
 	}
 	body := `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"x"}]}`
 	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
-		"x-sim-events: 50\r\nx-sim-event-delay: 200ms\r\nContent-Length: %d\r\n\r\n%s", chatPath, key, len(body), body)
+		"x-sim-events: 120\r\nx-sim-event-delay: 500ms\r\nContent-Length: %d\r\n\r\n%s", chatPath, key, len(body), body)
 	r := bufio.NewReader(conn)
 	for {
 		line, err := r.ReadString('\n')
