@@ -15,6 +15,7 @@ import (
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/ratelimit"
 	"github.com/modelgate/gateway/proxy/upstream"
 	"github.com/modelgate/gateway/store"
 )
@@ -94,6 +95,9 @@ type call struct {
 	sessionHash uint64    // affinity.Hash of the session key, when there was one
 	hasSession  bool
 	cause       error // internal cause of a failure, logged, never shown
+
+	// ticket is the call's hold on its key's rate limits; see limits.go.
+	ticket ratelimit.Ticket
 
 	// up is the upstream call and the relay of its answer.
 	up       upstream.Relay
@@ -378,6 +382,9 @@ func (c *call) bodyWithoutSessionID() []byte {
 // forwardTo sends the request to one given deployment (the one that holds a
 // Responses object) and relays the answer.
 func (c *call) forwardTo(dep *upstream.Deployment, path string, body []byte, stream bool) {
+	if !c.admit() {
+		return
+	}
 	if err := c.send(dep, path, body, stream); err != nil {
 		c.fail(upstreamError(err))
 		return
@@ -399,7 +406,7 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 	}
 	req := fasthttp.AcquireRequest()
 	c.prepare(req, dep, path, body)
-	if !c.g.opts.NoTokenUsage {
+	if c.countsUsage() {
 		c.up.CountUsage()
 	}
 	err := c.up.Send(dep, req, stream)

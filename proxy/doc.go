@@ -8,6 +8,7 @@
 // (proxy/config), the families' native error shapes (proxy/family), the
 // deployments, their connections, health and the relay of answers and SSE
 // (proxy/upstream), body parsing (parse), the choice of a deployment for a
-// session (affinity) or durable records (store). Its sub-packages never
-// import it.
+// session (affinity), the keys' rate limits and their counters
+// (proxy/ratelimit: proxy asks it before a call is routed and writes the
+// refusal) or durable records (store). Its sub-packages never import it.
 package proxy

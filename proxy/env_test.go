@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -35,6 +36,7 @@ type testEnv struct {
 	cfg    *config.Config
 	dir    string
 	logBuf *syncBuffer
+	now    func() time.Time // the gateway's clock; nil: time.Now
 }
 
 // syncBuffer collects log output for tests that scan it.
@@ -90,7 +92,13 @@ health: {failures: 2, cooldown: 300ms}
 // nil, may change the config YAML before it is parsed.
 func newEnv(t testing.TB, edit func(yaml string) string) *testEnv {
 	t.Helper()
-	e := &testEnv{t: t, dir: t.TempDir(), logBuf: &syncBuffer{}}
+	return newEnvAt(t, edit, nil)
+}
+
+// newEnvAt is newEnv with the gateway's clock now.
+func newEnvAt(t testing.TB, edit func(yaml string) string, now func() time.Time) *testEnv {
+	t.Helper()
+	e := &testEnv{t: t, dir: t.TempDir(), logBuf: &syncBuffer{}, now: now}
 	for _, name := range []string{"d1", "d2"} {
 		s, err := sim.Listen("127.0.0.1:0", sim.Options{Name: name, AlphaKey: "up-alpha", BetaKey: "up-beta", GammaKey: "up-gamma"})
 		if err != nil {
@@ -121,7 +129,7 @@ func (e *testEnv) start() {
 		t.Fatal(err)
 	}
 	e.store = st
-	gw, err := New(e.cfg, Options{Store: st, Logger: log})
+	gw, err := New(e.cfg, Options{Store: st, Logger: log, Now: e.now})
 	if err != nil {
 		t.Fatal(err)
 	}

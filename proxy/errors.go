@@ -21,8 +21,11 @@ type Error struct {
 	// Reason labels the rejection in metrics and logs (e.g. "idempotency_key").
 	Reason string
 	Cause  error
-	// RetryAfter, when positive, is sent as Retry-After, in seconds.
+	// RetryAfter, when positive, is sent as Retry-After, in seconds (and
+	// in a gamma 429's RetryInfo).
 	RetryAfter int
+	// Type replaces the beta body's type of a 429 (requests or tokens).
+	Type string
 }
 
 func (e *Error) Error() string {
@@ -63,7 +66,8 @@ func writeError(ctx *fasthttp.RequestCtx, fam family.Family, e *Error, requestID
 	if e.Status < 500 && e.Status != 408 && e.Status != 409 && e.Status != 429 {
 		resp.Header.Set("x-should-retry", "false")
 	}
-	body := family.ErrorBody{Status: e.Status, Message: e.Message, Param: e.Param, Code: e.Code}
+	body := family.ErrorBody{Status: e.Status, Message: e.Message, Param: e.Param, Code: e.Code,
+		Type: e.Type, RetryDelay: e.RetryAfter}
 	resp.SetBodyRaw(family.AppendErrorBody(resp.Body()[:0], fam, body, requestID))
 }
 

@@ -59,6 +59,9 @@ func (c *call) mayRetry(reason upstream.RetryReason) bool {
 // choice, within retry.attempts and the failed deployment's retry budget;
 // when none is left, the last answer reaches the client as it was.
 func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool) {
+	if !c.admit() {
+		return
+	}
 	var tried affinity.Set
 	i, dep := r.Pick(c.sessionHash, c.hasSession, tried)
 	for dep != nil {

@@ -13,13 +13,16 @@ import (
 
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/ratelimit"
 	"github.com/modelgate/gateway/store"
 )
 
 // Options are the gateway's process-level knobs; the zero value is usable.
 type Options struct {
 	// Store holds Responses ownership records and user-data files. Required
-	// by those endpoints; nil disables them (they answer 503).
+	// by those endpoints; nil disables them (they answer 503). The Redis
+	// engine (*store.Redis) also holds the keys' rate limits, shared by every
+	// gateway on its cluster; otherwise they are kept in memory.
 	Store store.Store
 	// Verifier replaces the config's hashed keys as the identity component.
 	Verifier Verifier
@@ -46,6 +49,7 @@ type Gateway struct {
 	now    func() time.Time
 	router *router.Router
 	obs    *observer
+	limits *ratelimit.Limiter
 	// bodiesHeld is the request body bytes reserved by calls in flight; see
 	// reserveBody.
 	bodiesHeld atomic.Int64
@@ -60,6 +64,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if g.now == nil {
 		g.now = time.Now
 	}
+	g.limits = newLimiter(opts.Store, g.now)
 	g.observe()
 	if err := g.Reload(cfg); err != nil {
 		return nil, err
@@ -83,7 +88,18 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		d.SetLogger(g.log)
 	}
 	g.state.Store(st)
+	g.limits.Update(cfg.Keys, cfg.RateLimit)
 	return nil
+}
+
+// newLimiter keeps the keys' rate limits in the Redis store's cluster, else
+// in memory.
+func newLimiter(s store.Store, now func() time.Time) *ratelimit.Limiter {
+	opts := ratelimit.Options{Now: now}
+	if r, ok := s.(*store.Redis); ok {
+		opts.Redis, opts.KeyPrefix = r.Client(), r.KeyPrefix()
+	}
+	return ratelimit.New(opts)
 }
 
 // Config returns the config in force.

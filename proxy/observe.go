@@ -67,6 +67,7 @@ func (g *Gateway) observe() {
 		g.opts.Store = o.store
 	}
 	o.set.RegisterMetricsWriter(g.writeStateMetrics)
+	o.set.RegisterMetricsWriter(g.limits.WritePrometheus)
 	// # HELP and # TYPE lines before each metric family, for scrapers that
 	// read them (types in Grafana's metric browser, promtool check metrics).
 	metrics.ExposeMetadata(true)
@@ -175,6 +176,7 @@ func (g *Gateway) streamStarted(c *call) {
 // closes a streamed answer. With the access log off it does not allocate once
 // the call's counters exist.
 func (g *Gateway) finish(c *call) {
+	g.settleLimits(c)
 	o := g.obs
 	now := time.Now()
 	status, bytesIn, bytesOut := c.outcome()

@@ -26,6 +26,9 @@ type Config struct {
 	Limits    Limits     `yaml:"limits"`
 	Responses Responses  `yaml:"responses"`
 	Files     Files      `yaml:"files"`
+	// RateLimit sets how the keys' rate limits behave when their shared
+	// counters cannot be reached; see docs/rate-limits.md.
+	RateLimit RateLimit `yaml:"rate_limit"`
 }
 
 // Store selects the durable store: the embedded Pebble of one node, or a Redis Cluster
@@ -75,7 +78,50 @@ type Key struct {
 	ID     string `yaml:"id"`
 	Key    string `yaml:"key"`
 	SHA256 string `yaml:"sha256"`
+	// Limits bound the caller's calls; nil or zero fields mean no limit.
+	Limits *KeyLimits `yaml:"limits"`
 }
+
+// KeyLimits are a key's rate limits over every model, and per model id. A
+// zero field is no limit of that kind. See docs/rate-limits.md.
+type KeyLimits struct {
+	RequestsPerMinute int64 `yaml:"requests_per_minute"`
+	TokensPerMinute   int64 `yaml:"tokens_per_minute"`
+	Concurrent        int64 `yaml:"concurrent"`
+	// Models holds further limits of the key's calls of one model, by model
+	// id; a call must be within both its key's and its model's.
+	Models map[string]RateLimits `yaml:"models"`
+}
+
+// Key returns the limits over every model.
+func (k *KeyLimits) Key() RateLimits {
+	return RateLimits{RequestsPerMinute: k.RequestsPerMinute, TokensPerMinute: k.TokensPerMinute, Concurrent: k.Concurrent}
+}
+
+// RateLimits are the limits of one bucket of calls.
+type RateLimits struct {
+	// RequestsPerMinute bounds the calls admitted; a burst of up to this many
+	// is admitted at once, then one per 60s/RequestsPerMinute.
+	RequestsPerMinute int64 `yaml:"requests_per_minute"`
+	// TokensPerMinute bounds input + output tokens, charged from the usage
+	// each answer reports; a call is admitted while the budget is not spent.
+	TokensPerMinute int64 `yaml:"tokens_per_minute"`
+	// Concurrent bounds the calls in flight at once, per gateway node.
+	Concurrent int64 `yaml:"concurrent"`
+}
+
+// RateLimit sets the behaviour of rate limits kept in a shared store.
+type RateLimit struct {
+	// FailOpen admits calls when the shared counters cannot be reached
+	// (default true); false refuses them with 503.
+	FailOpen *bool `yaml:"fail_open"`
+	// Timeout bounds one round trip to the shared counters; default 250ms.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Open reports whether calls are admitted while the shared counters cannot be
+// reached.
+func (r RateLimit) Open() bool { return r.FailOpen == nil || *r.FailOpen }
 
 // Upstream is one deployment of a provider.
 type Upstream struct {

@@ -47,6 +47,7 @@ func (c *Config) EnsureDefaults() {
 	}
 	setDefault(&c.Responses.Retention, 720*time.Hour)
 	setDefault(&c.Files.DefaultExpiresIn, 720*time.Hour)
+	setDefault(&c.RateLimit.Timeout, 250*time.Millisecond)
 	for i := range c.Upstreams {
 		if c.Upstreams[i].MaxConns == 0 {
 			c.Upstreams[i].MaxConns = 512

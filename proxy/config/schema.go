@@ -42,6 +42,14 @@ func (p *problems) shape(n *yaml.Node, path string, t reflect.Type) {
 		p.shape(n, path, t.Elem())
 	case reflect.Struct:
 		p.mapping(n, path, t)
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			p.add(path, "expected a mapping, not %s (line %d)", describe(n), n.Line)
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p.shape(n.Content[i+1], join(path, n.Content[i].Value), t.Elem())
+		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			p.add(path, "expected a list such as [a, b], not %s (line %d)", describe(n), n.Line)

@@ -65,6 +65,7 @@ func (c *Config) validate() problems {
 	p.groups(c.Groups, ups)
 	p.limits(c)
 	p.retry(c.Retry)
+	p.rateLimits(c)
 	return p
 }
 
@@ -309,4 +310,49 @@ func envName(name string) string {
 		return "UPSTREAM"
 	}
 	return string(b)
+}
+
+// Bounds of rate limits: the counters' arithmetic (a minute in milliseconds
+// times the limit) stays exact in a float64, as Redis' Lua computes it.
+const (
+	maxRequestsPerMinute = 100_000_000
+	maxTokensPerMinute   = 1_000_000_000
+	maxConcurrent        = 1_000_000
+)
+
+// rateLimits checks every key's limits and the rate_limit section.
+func (p *problems) rateLimits(c *Config) {
+	models := make(map[string]bool, len(c.Models))
+	for _, m := range c.Models {
+		models[m.ID] = true
+	}
+	for i, k := range c.Keys {
+		if k.Limits == nil {
+			continue
+		}
+		f := fmt.Sprintf("keys[%d].limits", i)
+		p.rateLimit(f, k.Limits.Key())
+		for id, l := range k.Limits.Models {
+			at := f + ".models." + id
+			if !models[id] {
+				p.add(at, "unknown model %q: limits are set per configured model id", id)
+			}
+			p.rateLimit(at, l)
+		}
+	}
+	if t := c.RateLimit.Timeout.D(); t < time.Millisecond || t > 10*time.Second {
+		p.add("rate_limit.timeout", "must be between 1ms and 10s")
+	}
+}
+
+func (p *problems) rateLimit(f string, l RateLimits) {
+	if l.RequestsPerMinute < 0 || l.RequestsPerMinute > maxRequestsPerMinute {
+		p.add(f+".requests_per_minute", "must be between 0 (no limit) and %d", maxRequestsPerMinute)
+	}
+	if l.TokensPerMinute < 0 || l.TokensPerMinute > maxTokensPerMinute {
+		p.add(f+".tokens_per_minute", "must be between 0 (no limit) and %d", maxTokensPerMinute)
+	}
+	if l.Concurrent < 0 || l.Concurrent > maxConcurrent {
+		p.add(f+".concurrent", "must be between 0 (no limit) and %d", maxConcurrent)
+	}
 }

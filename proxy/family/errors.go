@@ -82,6 +82,12 @@ type ErrorBody struct {
 	Message string
 	Param   string
 	Code    string
+	// Type, when set, is the beta body's type of a 429 ("requests" or
+	// "tokens", the limit that was hit).
+	Type string
+	// RetryDelay, when positive, is the seconds a gamma 429 tells the client
+	// to wait, in a google.rpc.RetryInfo detail as Gemini sends it.
+	RetryDelay int
 }
 
 // AppendErrorBody appends the family-native JSON error body for e. The alpha
@@ -103,12 +109,21 @@ func AppendErrorBody(dst []byte, f Family, e ErrorBody, requestID []byte) []byte
 		dst = AppendJSONString(dst, e.Message)
 		dst = append(dst, `,"status":`...)
 		dst = AppendJSONString(dst, GammaStatus(e.Status))
+		if e.Status == 429 && e.RetryDelay > 0 {
+			dst = append(dst, `,"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"`...)
+			dst = strconv.AppendInt(dst, int64(e.RetryDelay), 10)
+			dst = append(dst, `s"}]`...)
+		}
 		return append(dst, `}}`...)
 	default:
 		dst = append(dst, `{"error":{"message":`...)
 		dst = AppendJSONString(dst, e.Message)
 		dst = append(dst, `,"type":`...)
-		dst = AppendJSONString(dst, BetaErrorType(e.Status))
+		typ := BetaErrorType(e.Status)
+		if e.Status == 429 && e.Type != "" {
+			typ = e.Type
+		}
+		dst = AppendJSONString(dst, typ)
 		dst = append(dst, `,"param":`...)
 		dst = appendJSONStringOrNull(dst, e.Param)
 		dst = append(dst, `,"code":`...)
