@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fasthttp/router"
+	"github.com/redis/rueidis"
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/config"
@@ -21,7 +22,7 @@ import (
 type Options struct {
 	// Store holds Responses ownership records and user-data files. Required
 	// by those endpoints; nil disables them (they answer 503). The Redis
-	// engine (*store.Redis) also holds the keys' rate limits, shared by every
+	// engine (store.Redis, store.LazyRedis) also holds the keys' rate limits, shared by every
 	// gateway on its cluster; otherwise they are kept in memory.
 	Store store.Store
 	// Verifier replaces the config's hashed keys as the identity component.
@@ -92,12 +93,19 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	return nil
 }
 
+// sharedStore is a store on a Redis Cluster (store.Redis, store.LazyRedis):
+// Client returns its client, nil while it is not connected yet.
+type sharedStore interface {
+	Client() rueidis.Client
+	KeyPrefix() string
+}
+
 // newLimiter keeps the keys' rate limits in the Redis store's cluster, else
 // in memory.
 func newLimiter(s store.Store, now func() time.Time) *ratelimit.Limiter {
 	opts := ratelimit.Options{Now: now}
-	if r, ok := s.(*store.Redis); ok {
-		opts.Redis, opts.KeyPrefix = r.Client(), r.KeyPrefix()
+	if r, ok := s.(sharedStore); ok {
+		opts.Redis, opts.KeyPrefix = r.Client, r.KeyPrefix()
 	}
 	return ratelimit.New(opts)
 }

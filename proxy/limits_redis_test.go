@@ -49,20 +49,7 @@ func sharedLimits(limits string) func(string) string {
 // fresh key prefix, all on clock clk.
 func nodes(t *testing.T, addrs []string, n int, edit func(string) string, clk *manualClock) ([]*testEnv, string) {
 	t.Helper()
-	var sims []*sim.Server
-	for _, name := range []string{"d1", "d2"} {
-		s, err := sim.Listen("127.0.0.1:0", sim.Options{Name: name, AlphaKey: "up-alpha", BetaKey: "up-beta", GammaKey: "up-gamma"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sims = append(sims, s)
-		t.Cleanup(func() { s.Close() })
-	}
-	y := edit(fmt.Sprintf(testConfigYAML, sims[0].Addr(), sims[1].Addr(), HashKey(keyB)))
-	cfg, err := config.Parse([]byte(y), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, sims := limitFixture(t, edit)
 	prefix := "rltest-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
 	var envs []*testEnv
 	for range n {
@@ -77,6 +64,65 @@ func nodes(t *testing.T, addrs []string, n int, edit func(string) string, clk *m
 		envs = append(envs, serveNode(t, cfg, Options{Store: rs, Now: clk.now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, sims))
 	}
 	return envs, prefix
+}
+
+// limitFixture starts two simulators and returns the config of the fixture
+// on them, edited by edit.
+func limitFixture(t *testing.T, edit func(string) string) (*config.Config, []*sim.Server) {
+	t.Helper()
+	var sims []*sim.Server
+	for _, name := range []string{"d1", "d2"} {
+		s, err := sim.Listen("127.0.0.1:0", sim.Options{Name: name, AlphaKey: "up-alpha", BetaKey: "up-beta", GammaKey: "up-gamma"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sims = append(sims, s)
+		t.Cleanup(func() { s.Close() })
+	}
+	y := edit(fmt.Sprintf(testConfigYAML, sims[0].Addr(), sims[1].Addr(), HashKey(keyB)))
+	cfg, err := config.Parse([]byte(y), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, sims
+}
+
+// TestRateLimitRedisNeverConnected: a gateway whose Redis store has not
+// connected yet (store.LazyRedis) keeps the limits as shared ones, and decides
+// them as with Redis stopped: admitted when failing open, 503 when closed,
+// each decision counted.
+func TestRateLimitRedisNeverConnected(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there
+	cfg, sims := limitFixture(t, withKeyLimits("{requests_per_minute: 60}"))
+	rs, err := store.OpenRedisLazy(store.RedisOptions{Addrs: []string{addr}, KeyPrefix: "never-"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	g := serveNode(t, cfg, Options{Store: rs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, sims)
+	if !g.gw.limits.Shared() {
+		t.Fatal("the limits of a gateway on a Redis store that is not connected yet are not shared")
+	}
+	if status, body := g.chat(keyA); status != 200 {
+		t.Fatalf("fail open (the default), Redis never connected: %d %s", status, body)
+	}
+	if m := g.metricsText(); !strings.Contains(m, `gateway_ratelimit_backend_failures_total{outcome="open"} 1`+"\n") {
+		t.Fatalf("/metrics does not count the decision made open:\n%s", m)
+	}
+	closed := *g.cfg
+	no := false
+	closed.RateLimit.FailOpen = &no
+	if err := g.gw.Reload(&closed); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := g.do("POST", chatPath, bearer(keyA), limitChatBody); status != 503 {
+		t.Fatalf("fail closed, Redis never connected: %d %s", status, body)
+	}
 }
 
 // serveNode serves a gateway for cfg and opts on a loopback socket.

@@ -93,6 +93,18 @@ func (l *LazyRedis) failed(err error, prev string) {
 	}
 }
 
+// Client returns the open engine's cluster client (see Redis.Client), or nil while the
+// engine is not open yet.
+func (l *LazyRedis) Client() rueidis.Client {
+	if e := l.eng.Load(); e != nil {
+		return e.c
+	}
+	return nil
+}
+
+// KeyPrefix returns the prefix every key of the engine starts with.
+func (l *LazyRedis) KeyPrefix() string { return l.opts.KeyPrefix }
+
 // Engine returns the open engine, or nil while it is not open yet.
 func (l *LazyRedis) Engine() *Redis { return l.eng.Load() }
 

@@ -13,9 +13,12 @@ import (
 
 // Options configure a Limiter; the zero value keeps the limits in memory.
 type Options struct {
-	// Redis, when set, holds the requests and tokens buckets shared by every
-	// node that uses the same cluster and KeyPrefix.
-	Redis     rueidis.Client
+	// Redis, when set, returns the client of the cluster that holds the
+	// requests and tokens buckets shared by every node that uses it with the
+	// same KeyPrefix. It returns nil while the cluster is not connected yet:
+	// a decision then is a backend failure, admitted or refused as the fail
+	// mode says.
+	Redis     func() rueidis.Client
 	KeyPrefix string
 	// Now is the clock; nil means time.Now. With Redis, the nodes' clocks
 	// date the shared buckets' refills: keep them in sync (NTP).

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"hash/fnv"
 	"strconv"
 	"time"
@@ -88,13 +89,17 @@ return out
 
 // remote is the Redis side of a Limiter.
 type remote struct {
-	c      rueidis.Client
+	client func() rueidis.Client // nil while not connected
 	prefix string
 }
 
-func newRemote(c rueidis.Client, prefix string) *remote {
-	return &remote{c: c, prefix: prefix}
+func newRemote(client func() rueidis.Client, prefix string) *remote {
+	return &remote{client: client, prefix: prefix}
 }
+
+// errNotConnected is the failure of a decision made before the cluster's
+// client exists.
+var errNotConnected = errors.New("ratelimit: redis not connected yet")
 
 // key is the Redis key of the bucket of key and model: the key id's hash
 // is the hash tag, so that a key's buckets share a slot whatever its id holds.
@@ -206,10 +211,14 @@ func (l *Limiter) exec(bs []*bucket, now int64, decide bool) ([]int64, error) {
 		args = append(args, strconv.FormatInt(b.lim.RequestsPerMinute, 10), strconv.FormatInt(b.lim.TokensPerMinute, 10),
 			strconv.FormatInt(max(b.reqLeft, 0), 10), strconv.FormatInt(-b.tokLeft, 10), strconv.Itoa(maxBatch))
 	}
+	c := l.remote.client()
+	if c == nil {
+		return nil, errNotConnected
+	}
 	l.calls.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(l.timeout.Load()))
 	defer cancel()
-	vals, err := script.Exec(ctx, l.remote.c, keys[:len(bs)], args).ToArray()
+	vals, err := script.Exec(ctx, c, keys[:len(bs)], args).ToArray()
 	if err != nil {
 		return nil, err
 	}
