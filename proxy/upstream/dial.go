@@ -1,6 +1,8 @@
 package upstream
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"time"
@@ -12,8 +14,13 @@ import (
 // request is written, the next read may wait up to firstByte; every later read
 // up to idle. fasthttp's own read deadline covers a whole streamed body, which
 // would cut long streams, so it is ignored.
+//
+// It also speaks TLS to deployments that want it (tls is not nil), below the
+// connection fasthttp reads, so that the answer's bytes pass through
+// deadlineConn in clear (see framing).
 type dialer struct {
 	connect, firstByte, idle time.Duration
+	tls                      *tls.Config
 }
 
 // errDial marks a failure to connect: nothing reached the upstream, so the call
@@ -31,9 +38,29 @@ func (d *dialer) Dial(addr string) (net.Conn, error) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	if d.tls != nil {
+		if c, err = d.handshake(c); err != nil {
+			return nil, &errDial{err: err}
+		}
+	}
 	dc := &deadlineConn{Conn: c, firstByte: d.firstByte, idle: d.idle}
 	dc.local = connAddr{Addr: c.LocalAddr(), conn: dc}
 	return dc, nil
+}
+
+// handshake starts TLS on c within the connect timeout.
+func (d *dialer) handshake(c net.Conn) (net.Conn, error) {
+	tc := tls.Client(c, d.tls)
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if d.connect > 0 {
+		ctx, cancel = context.WithTimeout(ctx, d.connect)
+	}
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return tc, nil
 }
 
 // IsDialError reports whether err is a failure to reach the deployment at
@@ -57,6 +84,9 @@ type deadlineConn struct {
 	// while idle. See Stale.
 	stale bool
 	local connAddr
+	// frame follows the answer's bytes on their way to fasthttp's buffer;
+	// see framing.
+	frame framing
 	// deadline is the read deadline in force; it is moved only when the
 	// wanted one is later by more than a sixteenth of the timeout, so a busy
 	// stream does not re-arm a timer on every read.
@@ -66,6 +96,7 @@ type deadlineConn struct {
 func (c *deadlineConn) Write(p []byte) (int, error) {
 	if !c.awaiting {
 		c.reused, c.stale = c.answers > 0, false
+		c.frame.reset()
 	}
 	c.awaiting = true
 	n, err := c.Conn.Write(p)
@@ -91,6 +122,7 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
+		c.frame.feed(p[:n])
 		if c.awaiting {
 			c.answers++
 		}
