@@ -101,6 +101,7 @@ func newClient(addr string, tc *tls.Config, maxConns int, t config.Timeouts) *fa
 		Name:                          "",
 		NoDefaultUserAgentHeader:      true,
 		Dial:                          dial.Dial,
+		Transport:                     answerTransport,
 		MaxConns:                      maxConns,
 		MaxIdleConnDuration:           t.IdleConn.D(),
 		MaxIdemponentCallAttempts:     1,
@@ -137,8 +138,8 @@ func (d *Deployment) Same(u config.Upstream, t config.Timeouts, h config.Health,
 const fasthttpLinearMax = 96 << 20
 
 // loadsItself reports whether answers read whole are read by Relay.Load
-// rather than by fasthttp: when the bound is above fasthttpLinearMax. It
-// costs fasthttp's stream wrapper, a few allocations per call.
+// rather than by fasthttp: when the bound is above fasthttpLinearMax (the
+// body is then streamed to Load by answerBody).
 func (d *Deployment) loadsItself() bool { return d.maxAnswer > fasthttpLinearMax }
 
 // Name is the deployment's configured name.

@@ -15,9 +15,9 @@ import (
 // up to idle. fasthttp's own read deadline covers a whole streamed body, which
 // would cut long streams, so it is ignored.
 //
-// It also speaks TLS to deployments that want it (tls is not nil), below the
-// connection fasthttp reads, so that the answer's bytes pass through
-// deadlineConn in clear (see framing).
+// It also speaks TLS to deployments that want it (tls is not nil), below
+// deadlineConn, so that Stale and the deadlines see the connection whatever
+// its scheme.
 type dialer struct {
 	connect, firstByte, idle time.Duration
 	tls                      *tls.Config
@@ -84,9 +84,6 @@ type deadlineConn struct {
 	// while idle. See Stale.
 	stale bool
 	local connAddr
-	// frame follows the answer's bytes on their way to fasthttp's buffer;
-	// see framing.
-	frame framing
 	// deadline is the read deadline in force; it is moved only when the
 	// wanted one is later by more than a sixteenth of the timeout, so a busy
 	// stream does not re-arm a timer on every read.
@@ -96,7 +93,6 @@ type deadlineConn struct {
 func (c *deadlineConn) Write(p []byte) (int, error) {
 	if !c.awaiting {
 		c.reused, c.stale = c.answers > 0, false
-		c.frame.reset()
 	}
 	c.awaiting = true
 	n, err := c.Conn.Write(p)
@@ -122,7 +118,6 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.frame.feed(p[:n])
 		if c.awaiting {
 			c.answers++
 		}

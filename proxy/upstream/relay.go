@@ -35,8 +35,7 @@ type Relay struct {
 	tap       Tap
 	heads     eventHeads
 	ssePeek   [ssePeekSize]byte // an SSE relay's idle read; see WriteTo
-	conn      *deadlineConn     // the stream's connection, whose framing tells upstreamReady
-	chunked   bool              // the stream's body is chunked
+	peek      peeker            // the stream's view of its buffer, when it has one
 	pending   []byte            // an error frame still to be written
 	broken    bool              // the stream ended in error: pending is all that is left
 	sent      int64             // body bytes relayed
@@ -62,7 +61,7 @@ func (r *Relay) Reset() {
 	r.wantStream, r.loaded = false, false
 	r.sse, r.fixedSize, r.broken, r.responses = false, false, false, false
 	r.heads = eventHeads{}
-	r.conn, r.chunked = nil, false
+	r.peek = nil
 	r.pending = r.pending[:0]
 	r.sent, r.firstByte = 0, time.Time{}
 	r.StaleRetries = 0
@@ -142,13 +141,9 @@ func (r *Relay) Stream(out *fasthttp.Response, fam family.Family, responses bool
 	}
 	// The headers go out at once, so the client sees the answer begin, unless
 	// body bytes are already here: then they leave with the first of them.
-	r.conn = nil
-	if a, ok := r.resp.LocalAddr().(*connAddr); ok {
-		r.conn = a.conn
-	}
-	size := r.resp.Header.ContentLength()
-	r.chunked = size == -1 // fasthttp's mark of a chunked body
+	r.peek, _ = r.stream.(peeker)
 	out.ImmediateHeaderFlush = !r.upstreamReady()
+	size := r.resp.Header.ContentLength()
 	if size < 0 || r.sse {
 		size = -1
 	}
