@@ -189,3 +189,36 @@ func TestChunkBuffered(t *testing.T) {
 		}
 	}
 }
+
+// Interim 1xx answers are skipped, up to a bound; answers without a body
+// leave no stream and keep their connection.
+func TestTransportInterimAndEmpty(t *testing.T) {
+	var dials int
+	client := pipeUpstream(t, &dials,
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 204 No Content\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+		strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", maxInterim+1)+"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	var r Relay
+	if err := send(t, client, &r, true); err != nil || r.resp.StatusCode() != 200 {
+		t.Fatalf("after 1xx: %v %d", err, r.resp.StatusCode())
+	}
+	got, _ := io.ReadAll(r.resp.BodyStream())
+	r.resp.CloseBodyStream()
+	if string(got) != "ok" {
+		t.Fatalf("body after 1xx: %q", got)
+	}
+	for _, status := range []int{204, 200} {
+		r.resp.Reset()
+		if err := send(t, client, &r, true); err != nil || r.resp.StatusCode() != status || r.resp.BodyStream() != nil {
+			t.Fatalf("empty %d: %v %d stream %v", status, err, r.resp.StatusCode(), r.resp.BodyStream() != nil)
+		}
+	}
+	if dials != 1 {
+		t.Fatalf("%d connections, want 1", dials)
+	}
+	r.resp.Reset()
+	if err := send(t, client, &r, false); !errors.Is(err, errTooManyInterim) {
+		t.Fatalf("endless 1xx: %v", err)
+	}
+}
