@@ -465,24 +465,9 @@ func upstreamError(err error) *Error {
 }
 
 // prepare builds the upstream request: the client's end-to-end headers, the
-// deployment's URL and credentials, and body.
+// deployment's URL and credentials, and body. req is fresh from the pool.
 func (c *call) prepare(req *fasthttp.Request, dep *upstream.Deployment, path string, body []byte) {
-	// Only the stripped headers the client sent are deleted: each deletion
-	// scans every header. The server canonicalised the client's header names
-	// as it read them, so they match the list exactly.
-	var strip uint32
-	for name := range c.ctx.Request.Header.All() {
-		if i := strippedRequestHeader(name); i >= 0 {
-			strip |= 1 << i
-		}
-	}
-	c.ctx.Request.Header.CopyTo(&req.Header)
-	req.Header.DisableNormalizing()
-	for i, h := range strippedRequestHeaders {
-		if strip&(1<<i) != 0 {
-			req.Header.DelBytes(h)
-		}
-	}
+	appendForwardedHeaders(&req.Header, &c.ctx.Request.Header)
 	c.url = dep.Target(req, c.url, path)
 	if q := c.ctx.URI().QueryString(); len(q) > 0 && c.forwardQuery() {
 		req.URI().SetQueryStringBytes(q)
@@ -491,6 +476,22 @@ func (c *call) prepare(req *fasthttp.Request, dep *upstream.Deployment, path str
 	req.Header.SetBytesV("X-Request-Id", c.reqID)
 	if body != nil {
 		req.SetBodyRaw(body)
+	}
+}
+
+// appendForwardedHeaders sets on dst, a reset header, the method, the
+// request URI (whose query string the upstream URL keeps; Target sets its
+// path) and every header of src but the stripped ones, in one pass over src,
+// names as the server read them (canonicalised, so they match the list
+// exactly).
+func appendForwardedHeaders(dst, src *fasthttp.RequestHeader) {
+	dst.DisableNormalizing()
+	dst.SetMethodBytes(src.Method())
+	dst.SetRequestURIBytes(src.RequestURI())
+	for name, value := range src.All() {
+		if strippedRequestHeader(name) < 0 {
+			dst.AddBytesKV(name, value)
+		}
 	}
 }
 

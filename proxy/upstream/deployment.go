@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -21,8 +22,8 @@ type Deployment struct {
 	name   string
 	family family.Family
 	// The upstream URL is scheme://host + basePath + the endpoint path;
-	// basePath is the base URL's path without a trailing slash.
-	scheme   []byte
+	// basePath is the base URL's path without a trailing slash. TLS is the
+	// dialer's (see dialer), so fasthttp sees every deployment as http.
 	host     []byte // host[:port], as the base URL gives it
 	basePath string
 	apiKey   string
@@ -72,7 +73,6 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 	d := &Deployment{
 		name:        u.Name,
 		family:      fam,
-		scheme:      []byte(pu.Scheme),
 		host:        []byte(pu.Host),
 		basePath:    strings.TrimRight(pu.EscapedPath(), "/"),
 		apiKey:      u.APIKey,
@@ -85,21 +85,23 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 		maxConns:    u.MaxConns,
 		idleConn:    t.IdleConn.D(),
 	}
-	d.client = newClient(addr, isTLS, u.MaxConns, t)
+	d.client = newClient(addr, tlsConfig(isTLS, pu.Hostname()), u.MaxConns, t)
 	if !d.loadsItself() {
 		d.client.MaxResponseBodySize = d.maxAnswer
 	}
 	return d
 }
 
-func newClient(addr string, isTLS bool, maxConns int, t config.Timeouts) *fasthttp.HostClient {
-	dial := &dialer{connect: t.Connect.D(), firstByte: t.FirstByte.D(), idle: t.Idle.D()}
+// newClient makes the deployment's client to addr; tc, when not nil, is its
+// TLS configuration.
+func newClient(addr string, tc *tls.Config, maxConns int, t config.Timeouts) *fasthttp.HostClient {
+	dial := &dialer{connect: t.Connect.D(), firstByte: t.FirstByte.D(), idle: t.Idle.D(), tls: tc}
 	return &fasthttp.HostClient{
 		Addr:                          addr,
 		Name:                          "",
 		NoDefaultUserAgentHeader:      true,
-		IsTLS:                         isTLS,
 		Dial:                          dial.Dial,
+		Transport:                     answerTransport,
 		MaxConns:                      maxConns,
 		MaxIdleConnDuration:           t.IdleConn.D(),
 		MaxIdemponentCallAttempts:     1,
@@ -113,6 +115,17 @@ func newClient(addr string, isTLS bool, maxConns int, t config.Timeouts) *fastht
 	}
 }
 
+// tlsConfig is the TLS configuration of a deployment on host, or nil when it
+// is not isTLS.
+func tlsConfig(isTLS bool, host string) *tls.Config {
+	if !isTLS {
+		return nil
+	}
+	return &tls.Config{ServerName: host, ClientSessionCache: tls.NewLRUClientSessionCache(0)}
+}
+
+var schemeHTTP = []byte("http")
+
 // Same reports whether the deployment can be kept across a reload to u.
 func (d *Deployment) Same(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits) bool {
 	return d.cfg == u && d.idleConn == t.IdleConn.D() && d.maxFailures == int32(h.Failures) &&
@@ -125,8 +138,8 @@ func (d *Deployment) Same(u config.Upstream, t config.Timeouts, h config.Health,
 const fasthttpLinearMax = 96 << 20
 
 // loadsItself reports whether answers read whole are read by Relay.Load
-// rather than by fasthttp: when the bound is above fasthttpLinearMax. It
-// costs fasthttp's stream wrapper, a few allocations per call.
+// rather than by fasthttp: when the bound is above fasthttpLinearMax (the
+// body is then streamed to Load by answerBody).
 func (d *Deployment) loadsItself() bool { return d.maxAnswer > fasthttpLinearMax }
 
 // Name is the deployment's configured name.
@@ -149,7 +162,7 @@ func (d *Deployment) Conns() int { return d.client.ConnsCount() }
 func (d *Deployment) Target(req *fasthttp.Request, scratch []byte, path string) []byte {
 	// The URL is set by its parts, which spares the client parsing it whole.
 	u := req.URI()
-	u.SetSchemeBytes(d.scheme)
+	u.SetSchemeBytes(schemeHTTP) // the dialer speaks TLS where the deployment does
 	u.SetHostBytes(d.host)
 	scratch = append(append(scratch[:0], d.basePath...), path...)
 	u.SetPathBytes(scratch)

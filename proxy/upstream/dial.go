@@ -1,6 +1,8 @@
 package upstream
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"time"
@@ -12,8 +14,13 @@ import (
 // request is written, the next read may wait up to firstByte; every later read
 // up to idle. fasthttp's own read deadline covers a whole streamed body, which
 // would cut long streams, so it is ignored.
+//
+// It also speaks TLS to deployments that want it (tls is not nil), below
+// deadlineConn, so that Stale and the deadlines see the connection whatever
+// its scheme.
 type dialer struct {
 	connect, firstByte, idle time.Duration
+	tls                      *tls.Config
 }
 
 // errDial marks a failure to connect: nothing reached the upstream, so the call
@@ -31,9 +38,29 @@ func (d *dialer) Dial(addr string) (net.Conn, error) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	if d.tls != nil {
+		if c, err = d.handshake(c); err != nil {
+			return nil, &errDial{err: err}
+		}
+	}
 	dc := &deadlineConn{Conn: c, firstByte: d.firstByte, idle: d.idle}
 	dc.local = connAddr{Addr: c.LocalAddr(), conn: dc}
 	return dc, nil
+}
+
+// handshake starts TLS on c within the connect timeout.
+func (d *dialer) handshake(c net.Conn) (net.Conn, error) {
+	tc := tls.Client(c, d.tls)
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if d.connect > 0 {
+		ctx, cancel = context.WithTimeout(ctx, d.connect)
+	}
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return tc, nil
 }
 
 // IsDialError reports whether err is a failure to reach the deployment at

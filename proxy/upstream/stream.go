@@ -142,7 +142,7 @@ func (r *Relay) WriteTo(w io.Writer) (int64, error) {
 
 // writeEventsTo relays an SSE body. Each round waits for data in a small
 // read, then goes on into a pooled buffer while the event is unfinished or
-// the next upstream chunk is already buffered (see upstreamPeek), and writes
+// the next upstream chunk is already buffered (see answerBody.ready), and writes
 // what it gathered as one chunk. So a burst of events leaves in one write,
 // an idle stream holds no buffer, and no finished event waits for the
 // network: only the bytes of an unfinished event wait for its rest. Where
@@ -153,7 +153,7 @@ func (r *Relay) writeEventsTo(w io.Writer) (int64, error) {
 	bw := chunkWriter(w)
 	var written int64
 	for {
-		if bw != nil && !r.upstreamReady() && !(r.canPeek && r.peek.ended()) {
+		if bw != nil && !r.upstreamReady() && !r.upstreamEnded() {
 			if err := bw.Flush(); err != nil {
 				return written, err
 			}
@@ -225,9 +225,20 @@ func flushEvents(w io.Writer, bw *bufio.Writer, buf *[]byte) (int, error) {
 	return m, nil
 }
 
+// peeker is a streamed body that can tell what its next read would wait for
+// (see answerBody).
+type peeker interface {
+	ready() bool
+	ended() bool
+}
+
 // upstreamReady reports whether the next read of the upstream body returns
-// data without waiting (see upstreamPeek); false when that cannot be seen.
-func (r *Relay) upstreamReady() bool { return r.canPeek && r.peek.ready() }
+// data without waiting; false when that cannot be seen.
+func (r *Relay) upstreamReady() bool { return r.peek != nil && r.peek.ready() }
+
+// upstreamEnded reports whether the next read of the upstream body returns
+// its end without waiting.
+func (r *Relay) upstreamEnded() bool { return r.peek != nil && r.peek.ended() }
 
 // writeEvents writes p as one chunk: into bw unflushed when there is one,
 // else through w, which flushes.

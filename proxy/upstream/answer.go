@@ -1,0 +1,235 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+
+	"github.com/valyala/fasthttp"
+)
+
+// answerBody is a streamed answer's body, read from the connection's
+// bufio.Reader: of known length, chunked, or up to the connection's close.
+// It keeps the connection until Close, which hands it back to the pool when
+// the body was read to its end (and nobody asked to close it), else closes
+// it, which cancels the upstream call. Read and Close are called from one
+// goroutine (the relay's).
+type answerBody[C conn] struct {
+	t    *transport[C]
+	hc   *fasthttp.HostClient
+	cc   C
+	br   *bufio.Reader
+	resp *fasthttp.Response
+	// length is fasthttp's: >= 0 known, -1 chunked, -2 up to the close.
+	length    int
+	left      int64 // of the known length, or of the chunk being read
+	done      bool  // read to its end
+	closeConn bool
+}
+
+// The bounds on a chunk's size line, as fasthttp's own reader has them:
+// sizes of at most 15 hex digits; the line itself (extensions) is bounded
+// too, where fasthttp's is not.
+const (
+	maxChunkDigits = 15
+	maxSizeLine    = 4 << 10
+)
+
+var errBrokenChunk = errors.New("upstream: malformed chunked body")
+
+// Read reads the next bytes of the body.
+func (b *answerBody[C]) Read(p []byte) (int, error) {
+	switch {
+	case b.done:
+		return 0, io.EOF
+	case b.length == -1:
+		return b.readChunked(p)
+	case b.length == -2:
+		n, err := b.br.Read(p)
+		b.done = err == io.EOF
+		return n, err
+	}
+	if b.left == 0 {
+		b.done = true
+		return 0, io.EOF
+	}
+	n, err := b.br.Read(p[:min(int64(len(p)), b.left)])
+	b.left -= int64(n)
+	switch {
+	case b.left == 0:
+		b.done = true
+		return n, io.EOF
+	case err == io.EOF:
+		return n, io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// readChunked reads a chunked body: a size line when a chunk is due, then
+// its data; the read that ends a chunk's data also reads its CRLF.
+func (b *answerBody[C]) readChunked(p []byte) (int, error) {
+	if b.left == 0 {
+		size, err := readChunkSize(b.br)
+		if err != nil {
+			return 0, err
+		}
+		if size == 0 {
+			if err := b.resp.Header.ReadTrailer(b.br); err != nil && err != io.EOF {
+				return 0, err
+			}
+			b.done = true
+			return 0, io.EOF
+		}
+		b.left = size
+	}
+	n, err := b.br.Read(p[:min(int64(len(p)), b.left)])
+	b.left -= int64(n)
+	if err == io.EOF {
+		return n, io.ErrUnexpectedEOF
+	}
+	if err == nil && b.left == 0 {
+		err = readCRLF(b.br)
+	}
+	return n, err
+}
+
+// readChunkSize reads a chunk's size line: hex digits, then optional blanks
+// and extensions, then CRLF.
+func readChunkSize(br *bufio.Reader) (int64, error) {
+	var size int64
+	digits, line := 0, 0
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return 0, chunkErr(err)
+		}
+		line++
+		if d, ok := hexDigit(c); ok && digits == line-1 {
+			if digits++; digits > maxChunkDigits {
+				return 0, errBrokenChunk
+			}
+			size = size<<4 | int64(d)
+			continue
+		}
+		switch {
+		case digits == 0 || c == '\n' || line > maxSizeLine:
+			return 0, errBrokenChunk
+		case c == '\r':
+			return size, readLF(br)
+		}
+	}
+}
+
+func readCRLF(br *bufio.Reader) error {
+	c, err := br.ReadByte()
+	if err != nil {
+		return chunkErr(err)
+	}
+	if c != '\r' {
+		return errBrokenChunk
+	}
+	return readLF(br)
+}
+
+func readLF(br *bufio.Reader) error {
+	c, err := br.ReadByte()
+	if err != nil {
+		return chunkErr(err)
+	}
+	if c != '\n' {
+		return errBrokenChunk
+	}
+	return nil
+}
+
+// chunkErr is err met inside a chunked body: its end is unexpected there.
+func chunkErr(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// Close ends the body: the connection goes back to the pool when the body
+// was read to its end and nothing asked to close it, else it is closed.
+func (b *answerBody[C]) Close() error {
+	b.hc.ReleaseReader(b.br)
+	if !b.done || b.closeConn || b.resp.ConnectionClose() {
+		b.t.close(b.hc, b.cc)
+	} else {
+		b.t.release(b.hc, b.cc)
+	}
+	var zero C
+	b.hc, b.cc, b.br, b.resp = nil, zero, nil, nil
+	b.t.bodies.Put(b)
+	return nil
+}
+
+// ready reports whether the next Read returns data without waiting for the
+// network: some of the body is buffered, and for a chunked body the read
+// does not need more than is buffered (the rest of the chunk being read is
+// either not all there, so the read stops short of its CRLF, or there with
+// its CRLF; or a whole next chunk is).
+func (b *answerBody[C]) ready() bool {
+	n := b.br.Buffered()
+	switch {
+	case n == 0 || b.done:
+		return false
+	case b.length != -1:
+		return true
+	case b.left > 0:
+		return int64(n) < b.left || int64(n) >= b.left+2
+	}
+	p, _ := b.br.Peek(n) // n is buffered: does not wait
+	return chunkBuffered(p)
+}
+
+// ended reports whether all that is left of a chunked body is its final
+// chunk, buffered whole (without trailers): the next Read returns the end
+// of the body without waiting.
+func (b *answerBody[C]) ended() bool {
+	if b.length != -1 || b.left != 0 || b.done {
+		return false
+	}
+	p, _ := b.br.Peek(b.br.Buffered())
+	return bytes.HasPrefix(p, lastChunk)
+}
+
+var lastChunk = []byte("0\r\n\r\n")
+
+// chunkBuffered reports whether p starts with a whole non-final chunk: its
+// size line, data and CRLF. The final chunk counts as not ready: it ends
+// the body, and the relay has nothing to gather after it.
+func chunkBuffered(p []byte) bool {
+	size, i := 0, 0
+	for ; i < len(p); i++ {
+		d, ok := hexDigit(p[i])
+		if !ok {
+			break
+		}
+		if i >= 8 { // above any chunk the relay would gather
+			return false
+		}
+		size = size<<4 | int(d)
+	}
+	if i == 0 || size == 0 {
+		return false
+	}
+	for ; i < len(p) && p[i] != '\n'; i++ { // extensions, up to the CRLF
+	}
+	// p[i] is the size line's '\n'; then size bytes of data and CRLF.
+	return i < len(p) && len(p)-(i+1) >= size+2
+}

@@ -1,0 +1,147 @@
+package upstream
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// transport is each deployment's fasthttp.RoundTripper. fasthttp keeps the
+// connection pool (dialing, keep-alive reuse, idle timeout, the bound on
+// connections and the wait for one); the gateway writes the request, reads
+// the answer's header with fasthttp's public parser, and reads a streamed
+// body itself from the connection's bufio.Reader (answerBody). So the relay
+// sees how much of the answer is already read (Buffered) without reaching
+// into fasthttp's private state, and a streamed call allocates nothing:
+// fasthttp's own streamed path wraps each body in a new stream and closures.
+//
+// C is fasthttp's connection handle, whose type is not exported: it is
+// inferred from HostClient's methods (see answerTransport).
+type transport[C conn] struct {
+	acquire        func(*fasthttp.HostClient, time.Duration, bool) (C, error)
+	release, close func(*fasthttp.HostClient, C)
+	bodies         sync.Pool // *answerBody[C]
+}
+
+// conn is what the gateway uses of fasthttp's connection handle.
+type conn interface{ Conn() net.Conn }
+
+func newTransport[C conn](acquire func(*fasthttp.HostClient, time.Duration, bool) (C, error),
+	release, close func(*fasthttp.HostClient, C)) *transport[C] {
+	return &transport[C]{acquire: acquire, release: release, close: close}
+}
+
+// answerTransport is the transport of every deployment.
+var answerTransport = newTransport((*fasthttp.HostClient).AcquireConn,
+	(*fasthttp.HostClient).ReleaseConn, (*fasthttp.HostClient).CloseConn)
+
+// maxInterim bounds the 1xx answers skipped before the real one.
+const maxInterim = 8
+
+// RoundTrip sends req over a pooled connection and reads the answer's
+// header into resp; the body is read whole (bounded by the client's
+// MaxResponseBodySize) unless resp.StreamBody asks for a stream. It never
+// asks fasthttp to retry: Relay.Send decides that (see Stale).
+func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
+	cc, err := t.acquire(hc, 0, req.ConnectionClose())
+	if err != nil {
+		return false, err
+	}
+	c := cc.Conn()
+	resp.ParseNetConn(c)
+	if err = writeRequest(hc, c, req); err != nil {
+		t.close(hc, cc)
+		return false, err
+	}
+	br := hc.AcquireReader(c)
+	noBody, err := readHead(hc, br, req, resp)
+	closeConn := req.ConnectionClose() || resp.ConnectionClose()
+	switch {
+	case err != nil:
+	case noBody:
+	case resp.StreamBody:
+		t.stream(hc, cc, br, resp, closeConn)
+		return false, nil
+	default:
+		err = readBody(hc, br, resp)
+	}
+	hc.ReleaseReader(br)
+	if err != nil || closeConn {
+		t.close(hc, cc)
+	} else {
+		t.release(hc, cc)
+	}
+	return false, err
+}
+
+// writeRequest writes req whole; a timeout is fasthttp.ErrTimeout.
+func writeRequest(hc *fasthttp.HostClient, c net.Conn, req *fasthttp.Request) error {
+	bw := hc.AcquireWriter(c)
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	hc.ReleaseWriter(bw)
+	if err != nil && IsTimeout(err) {
+		err = fasthttp.ErrTimeout
+	}
+	return err
+}
+
+// readHead reads the answer's header, past any 1xx ones, and tells whether
+// the answer has no body (HEAD, 204, 304, or a length of 0).
+func readHead(hc *fasthttp.HostClient, br *bufio.Reader, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
+	for range maxInterim + 1 {
+		if hc.DisableHeaderNamesNormalizing {
+			resp.Header.DisableNormalizing()
+		}
+		if err := resp.Header.Read(br); err != nil {
+			return false, err
+		}
+		switch s := resp.Header.StatusCode(); {
+		case s >= 100 && s < 200 && s != fasthttp.StatusSwitchingProtocols:
+			continue
+		case s < 200 || s == 204 || s == 304:
+			return true, nil
+		}
+		return req.Header.IsHead() || resp.SkipBody || resp.Header.ContentLength() == 0, nil
+	}
+	return false, errTooManyInterim
+}
+
+var errTooManyInterim = errors.New("upstream: too many 1xx answers")
+
+// readBody reads the body whole, with its trailers when chunked.
+func readBody(hc *fasthttp.HostClient, br *bufio.Reader, resp *fasthttp.Response) error {
+	if err := resp.ReadBody(br, hc.MaxResponseBodySize); err != nil {
+		return err
+	}
+	if resp.Header.ContentLength() != -1 {
+		return nil
+	}
+	if err := resp.Header.ReadTrailer(br); err != nil {
+		if err == io.EOF {
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	return nil
+}
+
+// stream makes resp's body a pooled answerBody over br, which keeps the
+// connection until the body is closed.
+func (t *transport[C]) stream(hc *fasthttp.HostClient, cc C, br *bufio.Reader, resp *fasthttp.Response, closeConn bool) {
+	b, _ := t.bodies.Get().(*answerBody[C])
+	if b == nil {
+		b = &answerBody[C]{t: t}
+	}
+	size := resp.Header.ContentLength()
+	b.hc, b.cc, b.br, b.resp, b.closeConn = hc, cc, br, resp, closeConn
+	b.length, b.left, b.done = size, int64(max(size, 0)), false
+	resp.SetBodyStream(b, size)
+}

@@ -1,0 +1,224 @@
+package upstream
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+const (
+	sseHead   = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+	sseChunks = "9\r\ndata: a\n\n\r\n9;x=1\r\ndata: b\n\n\r\n0\r\nX-T: 1\r\n\r\n"
+)
+
+// pipeUpstream returns a client with the gateway's transport whose
+// connections are each answered, after a request is read whole, with the
+// next of answers in one write; a connection then stays open until the test
+// ends. dials counts the connections made.
+func pipeUpstream(t *testing.T, dials *int, answers ...string) *fasthttp.HostClient {
+	t.Helper()
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	next := make(chan string, len(answers))
+	for _, a := range answers {
+		next <- a
+	}
+	dial := func(string) (net.Conn, error) {
+		*dials++
+		client, server := net.Pipe()
+		go func() {
+			defer server.Close()
+			br := bufio.NewReader(server)
+			for {
+				var req fasthttp.Request
+				if err := req.Read(br); err != nil {
+					return
+				}
+				select {
+				case a := <-next:
+					io.WriteString(server, a)
+				case <-done:
+					return
+				}
+			}
+		}()
+		dc := &deadlineConn{Conn: client}
+		dc.local = connAddr{Addr: client.LocalAddr(), conn: dc}
+		return dc, nil
+	}
+	return &fasthttp.HostClient{Addr: "upstream", Dial: dial, Transport: answerTransport}
+}
+
+// send makes one call with client into r, streamed or not.
+func send(t *testing.T, client *fasthttp.HostClient, r *Relay, stream bool) error {
+	t.Helper()
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	req.SetRequestURI("http://upstream/")
+	r.resp.StreamBody = stream
+	return client.Do(req, &r.resp)
+}
+
+// streamed begins relaying the streamed answer in r.
+func streamed(r *Relay) *fasthttp.Response {
+	var out fasthttp.Response
+	r.dep = &Deployment{}
+	r.dep.inflight.Add(1)
+	r.Stream(&out, 0, false, nil)
+	return &out
+}
+
+// The relay is told a chunk is ready exactly while its read would not wait.
+// The answer arrives in one write, so the first read of the connection
+// holds it whole.
+func TestAnswerBodyReady(t *testing.T) {
+	var dials int
+	client := pipeUpstream(t, &dials, sseHead+sseChunks)
+	var r Relay
+	if err := send(t, client, &r, true); err != nil {
+		t.Fatal(err)
+	}
+	out := streamed(&r)
+	defer r.Close()
+	if r.peek == nil || !r.upstreamReady() || out.ImmediateHeaderFlush {
+		t.Fatalf("peek %v ready %v immediate %v", r.peek != nil, r.upstreamReady(), out.ImmediateHeaderFlush)
+	}
+	buf := make([]byte, 4)
+	if n, _ := r.Read(buf); n != 4 || !r.upstreamReady() {
+		t.Fatalf("after a 4-byte read: n %d ready %v", n, r.upstreamReady())
+	}
+	r.Read(make([]byte, 64)) // the rest of the first chunk
+	if !r.upstreamReady() || r.upstreamEnded() {
+		t.Fatal("the second chunk is here, yet not ready")
+	}
+	if n, _ := r.Read(make([]byte, 64)); n != 9 || r.upstreamReady() || r.upstreamEnded() {
+		t.Fatalf("the final chunk has trailers: n %d ready %v ended %v", n, r.upstreamReady(), r.upstreamEnded())
+	}
+	if n, err := r.stream.Read(make([]byte, 64)); n != 0 || err != io.EOF {
+		t.Fatalf("end: %d %v", n, err)
+	}
+}
+
+// A body read to its end gives its connection back to the pool; one closed
+// unread closes its connection.
+func TestAnswerBodyConnectionReuse(t *testing.T) {
+	var dials int
+	body := "data: a\n\n"
+	cl := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	client := pipeUpstream(t, &dials, sseHead+sseChunks, cl, cl, cl, cl)
+	want := []string{"data: a\n\ndata: b\n\n", body, body}
+	for i, stream := range []bool{true, true, false} {
+		var r Relay
+		if err := send(t, client, &r, stream); err != nil {
+			t.Fatal(i, err)
+		}
+		if stream {
+			streamed(&r)
+			got, err := io.ReadAll(r.stream)
+			r.Close()
+			if err != nil || string(got) != want[i] {
+				t.Fatalf("call %d: %q %v", i, got, err)
+			}
+		} else if string(r.resp.Body()) != want[i] {
+			t.Fatalf("call %d: %q", i, r.resp.Body())
+		}
+	}
+	if dials != 1 {
+		t.Fatalf("%d connections for three calls read whole, want 1", dials)
+	}
+	var r Relay
+	if err := send(t, client, &r, true); err != nil {
+		t.Fatal(err)
+	}
+	streamed(&r)
+	r.Close() // unread
+	if err := send(t, client, &r, false); err != nil || dials != 2 {
+		t.Fatalf("after a body closed unread: %v, %d connections, want 2", err, dials)
+	}
+}
+
+// Malformed or unbounded chunk size lines are refused, not read on.
+func TestReadChunkSize(t *testing.T) {
+	for in, want := range map[string]int64{
+		"9\r\n":                                  9,
+		"1f;name=value\r\n":                      31,
+		"A \r\n":                                 10,
+		"fffffffffffffff\r\n":                    1<<60 - 1,
+		"ffffffffffffffff\r\n":                   -1, // 16 digits
+		"\r\n":                                   -1,
+		"x\r\n":                                  -1,
+		"9\n":                                    -1,
+		"9;a\nb\r\n":                             -1,
+		"9" + strings.Repeat(" ", 5000) + "\r\n": -1,
+		"9":                                      -1,
+	} {
+		got, err := readChunkSize(bufio.NewReader(strings.NewReader(in)))
+		if want < 0 && err == nil || want >= 0 && (err != nil || got != want) {
+			t.Errorf("readChunkSize(%.20q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	if _, err := readChunkSize(bufio.NewReader(strings.NewReader("9"))); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a cut size line: %v", err)
+	}
+}
+
+func TestChunkBuffered(t *testing.T) {
+	for in, want := range map[string]bool{
+		"":                               false,
+		"9":                              false,
+		"9\r":                            false,
+		"9\r\n":                          false,
+		"9\r\ndata: a\n\n":               false, // no closing CRLF yet
+		"9\r\ndata: a\n\n\r":             false,
+		"9\r\ndata: a\n\n\r\n":           true,
+		"9;ext=1\r\ndata: a\n\n\r\nmore": true,
+		"A\r\n0123456789\r\n":            true,
+		"a\r\n012345678\r\n":             false,
+		"0\r\n\r\n":                      false, // the final chunk
+		"zz\r\n":                         false,
+		"fffffffff\r\n":                  false, // nine digits: beyond any gathered chunk
+	} {
+		if got := chunkBuffered([]byte(in)); got != want {
+			t.Errorf("chunkBuffered(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// Interim 1xx answers are skipped, up to a bound; answers without a body
+// leave no stream and keep their connection.
+func TestTransportInterimAndEmpty(t *testing.T) {
+	var dials int
+	client := pipeUpstream(t, &dials,
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 204 No Content\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+		strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", maxInterim+1)+"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	var r Relay
+	if err := send(t, client, &r, true); err != nil || r.resp.StatusCode() != 200 {
+		t.Fatalf("after 1xx: %v %d", err, r.resp.StatusCode())
+	}
+	got, _ := io.ReadAll(r.resp.BodyStream())
+	r.resp.CloseBodyStream()
+	if string(got) != "ok" {
+		t.Fatalf("body after 1xx: %q", got)
+	}
+	for _, status := range []int{204, 200} {
+		r.resp.Reset()
+		if err := send(t, client, &r, true); err != nil || r.resp.StatusCode() != status || r.resp.BodyStream() != nil {
+			t.Fatalf("empty %d: %v %d stream %v", status, err, r.resp.StatusCode(), r.resp.BodyStream() != nil)
+		}
+	}
+	if dials != 1 {
+		t.Fatalf("%d connections, want 1", dials)
+	}
+	r.resp.Reset()
+	if err := send(t, client, &r, false); !errors.Is(err, errTooManyInterim) {
+		t.Fatalf("endless 1xx: %v", err)
+	}
+}
