@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
@@ -346,11 +345,44 @@ func TestAffinitySpreadAndMove(t *testing.T) {
 	}
 }
 
-func TestAffinityFailedDeploymentSessionsMoveAndReturn(t *testing.T) {
-	e := newEnv(t, noFailover) // the 503s reach the client and count towards health
+// While d1 is excluded, its sessions are served by d2. The cooldown is an
+// hour, so that no machine is slow enough to see it end within the test.
+func TestAffinityFailedDeploymentSessionsMove(t *testing.T) {
+	e := newEnv(t, func(y string) string { return noFailover(longCooldown(y)) })
 	spread := sessionSpread(e, 40, 2)
+	excludeD1(t, e, spread)
+	for s, was := range spread {
+		if now := e.deploymentOf(withSession(keyA, s), chatBody("")); now != "d2" {
+			t.Fatalf("session %s (was %s) on %s while d1 is excluded", s, was, now)
+		}
+	}
+}
+
+// Once d1's cooldown (300ms) is over and it answers again, every session is
+// back on the deployment it had. The wait is for an outcome, bounded by 10 s.
+func TestAffinityFailedDeploymentSessionsReturn(t *testing.T) {
+	e := newEnv(t, noFailover)
+	spread := sessionSpread(e, 40, 2)
+	excludeD1(t, e, spread)
+	e.sim("d1").SetFault(sim.Fault{})
+	back := 0
+	eventually(t, "every session back after the cooldown", func() bool {
+		back = 0
+		for s, was := range spread {
+			if e.deploymentOf(withSession(keyA, s), chatBody("")) == was {
+				back++
+			}
+		}
+		return back == len(spread)
+	})
+}
+
+// excludeD1 makes d1 answer 503 and sends two sessions of spread that live on
+// d1 there: with health {failures: 2}, d1 is excluded. The 503s reach the
+// client (failover is off) and count towards health.
+func excludeD1(t *testing.T, e *testEnv, spread map[string]string) {
+	t.Helper()
 	e.sim("d1").SetFault(sim.Fault{Status: 503})
-	// health: failures 2, cooldown 300ms. Two failures exclude d1.
 	var onD1 []string
 	for s, d := range spread {
 		if d == "d1" {
@@ -365,28 +397,6 @@ func TestAffinityFailedDeploymentSessionsMoveAndReturn(t *testing.T) {
 		if status != 503 {
 			t.Fatalf("the upstream's 503 should pass through, got %d", status)
 		}
-	}
-	for s, was := range spread {
-		if now := e.deploymentOf(withSession(keyA, s), chatBody("")); now != "d2" {
-			t.Fatalf("session %s (was %s) on %s while d1 is excluded", s, was, now)
-		}
-	}
-	e.sim("d1").SetFault(sim.Fault{})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		back := 0
-		for s, was := range spread {
-			if e.deploymentOf(withSession(keyA, s), chatBody("")) == was {
-				back++
-			}
-		}
-		if back == len(spread) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d sessions back after the cooldown", back, len(spread))
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
