@@ -13,6 +13,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/promtext"
 	"github.com/modelgate/gateway/proxy/upstream"
 )
 
@@ -92,7 +93,7 @@ func (o *observer) requests(ms *modelStats, modelID string, fam family.Family, e
 	name = append(name, `",endpoint="`...)
 	name = append(name, ep.String()...)
 	name = append(name, `",model=`...)
-	name = appendLabelValue(name, modelID)
+	name = promtext.AppendLabelValue(name, modelID)
 	name = append(name, `,status="`...)
 	name = append(name, classNames[class]...)
 	name = append(name, `"}`...)
@@ -128,7 +129,7 @@ func (o *observer) rejection(fam family.Family, reason string) *metrics.Counter 
 			next[k] = v
 		}
 	}
-	name := `gateway_rejections_total{family="` + fam.String() + `",reason=` + string(appendLabelValue(nil, reason)) + `}`
+	name := `gateway_rejections_total{family="` + fam.String() + `",reason=` + string(promtext.AppendLabelValue(nil, reason)) + `}`
 	c := o.set.GetOrCreateCounter(name)
 	next[reason] = c
 	rc.m.Store(&next)
@@ -140,7 +141,7 @@ func (o *observer) depMetrics(d *upstream.Deployment) *upstream.Meter {
 	if m := d.Stats.Meter.Load(); m != nil {
 		return m
 	}
-	label := `deployment=` + string(appendLabelValue(nil, d.Name()))
+	label := `deployment=` + string(promtext.AppendLabelValue(nil, d.Name()))
 	m := &upstream.Meter{
 		Duration:  o.hists.get("gateway_upstream_duration_seconds", label),
 		FirstByte: o.hists.get("gateway_upstream_first_byte_seconds", label),
@@ -156,7 +157,7 @@ func (o *observer) upstreamResponses(d *upstream.Deployment, m *upstream.Meter, 
 	if c := p.Load(); c != nil {
 		return c
 	}
-	name := `gateway_upstream_responses_total{deployment=` + string(appendLabelValue(nil, d.Name())) +
+	name := `gateway_upstream_responses_total{deployment=` + string(promtext.AppendLabelValue(nil, d.Name())) +
 		`,status="` + classNames[class] + `"}`
 	c := o.set.GetOrCreateCounter(name)
 	p.Store(c)
@@ -346,7 +347,7 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 	slices.SortFunc(deps, func(a, b *upstream.Deployment) int { return cmp.Compare(a.Name(), b.Name()) })
 	now := time.Now().UnixNano()
 	b := make([]byte, 0, 512*len(deps)+256)
-	b = appendMetadata(b, "gateway_deployment_excluded", "gauge", "1 while the deployment is excluded after failures in a row")
+	b = promtext.AppendMetadata(b, "gateway_deployment_excluded", "gauge", "1 while the deployment is excluded after failures in a row")
 	for _, d := range deps {
 		excluded := int64(0)
 		if d.Excluded(now) {
@@ -354,26 +355,26 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 		}
 		b = appendSample(b, "gateway_deployment_excluded", d, `,family="`+d.Family().String()+`"`, excluded)
 	}
-	b = appendMetadata(b, "gateway_upstream_in_flight", "gauge", "requests in flight to the deployment")
+	b = promtext.AppendMetadata(b, "gateway_upstream_in_flight", "gauge", "requests in flight to the deployment")
 	for _, d := range deps {
 		b = appendSample(b, "gateway_upstream_in_flight", d, "", d.InFlight())
 	}
-	b = appendMetadata(b, "gateway_affinity_picks_total", "counter", "times the deployment was picked for a request")
+	b = promtext.AppendMetadata(b, "gateway_affinity_picks_total", "counter", "times the deployment was picked for a request")
 	for _, d := range deps {
 		b = appendSample(b, "gateway_affinity_picks_total", d, "", int64(d.Stats.Picks()))
 	}
-	b = appendMetadata(b, "gateway_affinity_session_moves_total", "counter", "session picks that moved to this deployment because the ring's choice was excluded")
+	b = promtext.AppendMetadata(b, "gateway_affinity_session_moves_total", "counter", "session picks that moved to this deployment because the ring's choice was excluded")
 	for _, d := range deps {
 		b = appendSample(b, "gateway_affinity_session_moves_total", d, "", int64(d.Stats.Moves()))
 	}
 	b = appendRetryMetrics(b, deps)
 	if s := g.obs.store; s != nil {
 		count, size := s.FileStats()
-		b = appendMetadata(b, "gateway_files_stored", "gauge", "user-data files in the store")
+		b = promtext.AppendMetadata(b, "gateway_files_stored", "gauge", "user-data files in the store")
 		b = append(b, "gateway_files_stored "...)
 		b = strconv.AppendInt(b, count, 10)
 		b = append(b, '\n')
-		b = appendMetadata(b, "gateway_files_stored_bytes", "gauge", "bytes of the user-data files in the store")
+		b = promtext.AppendMetadata(b, "gateway_files_stored_bytes", "gauge", "bytes of the user-data files in the store")
 		b = append(b, "gateway_files_stored_bytes "...)
 		b = strconv.AppendInt(b, size, 10)
 		b = append(b, '\n')
@@ -381,27 +382,14 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 	w.Write(b)
 }
 
-// appendMetadata appends the # HELP and # TYPE lines of a metric family.
-func appendMetadata(b []byte, name, typ, help string) []byte {
-	b = append(b, "# HELP "...)
-	b = append(b, name...)
-	b = append(b, ' ')
-	b = append(b, help...)
-	b = append(b, "\n# TYPE "...)
-	b = append(b, name...)
-	b = append(b, ' ')
-	b = append(b, typ...)
-	return append(b, '\n')
-}
-
 // appendRetryMetrics appends the deployments' upstream attempts, retries by
 // reason and retries refused by the budget.
 func appendRetryMetrics(b []byte, deps []*upstream.Deployment) []byte {
-	b = appendMetadata(b, "gateway_upstream_attempts_total", "counter", "upstream requests sent, retries and resends included, per deployment")
+	b = promtext.AppendMetadata(b, "gateway_upstream_attempts_total", "counter", "upstream requests sent, retries and resends included, per deployment")
 	for _, d := range deps {
 		b = appendSample(b, "gateway_upstream_attempts_total", d, "", int64(d.Stats.Attempts()))
 	}
-	b = appendMetadata(b, "gateway_upstream_retries_total", "counter", "calls sent again after a failure before the first answer byte, per deployment and reason")
+	b = promtext.AppendMetadata(b, "gateway_upstream_retries_total", "counter", "calls sent again after a failure before the first answer byte, per deployment and reason")
 	for _, d := range deps {
 		for r := upstream.RetryReason(1); r < upstream.NumRetryReasons; r++ {
 			if n := d.Stats.Retries(r); n > 0 {
@@ -409,7 +397,7 @@ func appendRetryMetrics(b []byte, deps []*upstream.Deployment) []byte {
 			}
 		}
 	}
-	b = appendMetadata(b, "gateway_upstream_retry_budget_exhausted_total", "counter", "retries refused because the deployment's retry budget was spent")
+	b = promtext.AppendMetadata(b, "gateway_upstream_retry_budget_exhausted_total", "counter", "retries refused because the deployment's retry budget was spent")
 	for _, d := range deps {
 		b = appendSample(b, "gateway_upstream_retry_budget_exhausted_total", d, "", int64(d.Stats.BudgetExhausted()))
 	}
@@ -420,26 +408,9 @@ func appendRetryMetrics(b []byte, deps []*upstream.Deployment) []byte {
 func appendSample(b []byte, name string, d *upstream.Deployment, more string, v int64) []byte {
 	b = append(b, name...)
 	b = append(b, `{deployment=`...)
-	b = appendLabelValue(b, d.Name())
+	b = promtext.AppendLabelValue(b, d.Name())
 	b = append(b, more...)
 	b = append(b, "} "...)
 	b = strconv.AppendInt(b, v, 10)
 	return append(b, '\n')
-}
-
-// appendLabelValue appends s as a quoted Prometheus label value: backslash,
-// double quote and newline escaped.
-func appendLabelValue(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '\\', '"':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }

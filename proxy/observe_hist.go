@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/modelgate/gateway/proxy/latency"
+	"github.com/modelgate/gateway/proxy/promtext"
 )
 
 // histograms holds the gateway's latency histograms by metric name and
@@ -78,5 +79,5 @@ func appendHistogramMetadata(b []byte, name string) []byte {
 	if help == "" {
 		help = "Latency histogram."
 	}
-	return appendMetadata(b, name, "histogram", help)
+	return promtext.AppendMetadata(b, name, "histogram", help)
 }

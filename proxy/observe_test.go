@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/bench/sim"
+	"github.com/modelgate/gateway/proxy/promtext"
 	"github.com/modelgate/gateway/proxy/upstream"
 	"github.com/modelgate/gateway/store"
 )
@@ -699,7 +700,7 @@ func TestLabelValuesEscaped(t *testing.T) {
 	for in, want := range map[string]string{
 		`plain`: `"plain"`, `a"b`: `"a\"b"`, `a\b`: `"a\\b"`, "a\nb": `"a\nb"`, ``: `""`,
 	} {
-		if got := string(appendLabelValue(nil, in)); got != want {
+		if got := string(promtext.AppendLabelValue(nil, in)); got != want {
 			t.Errorf("%q: got %s, want %s", in, got, want)
 		}
 	}

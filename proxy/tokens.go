@@ -8,6 +8,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/promtext"
 )
 
 // Token usage per key id and model: what providers report in their answers
@@ -60,8 +61,8 @@ func (o *observer) tokenCounters(ts *tokenStats, modelID, keyID string) *tokenCo
 	}
 	tc := new(tokenCounters)
 	for k := range tc {
-		name := `gateway_tokens_total{key=` + string(appendLabelValue(nil, keyID)) +
-			`,model=` + string(appendLabelValue(nil, modelID)) + `,kind="` + kindNames[k] + `"}`
+		name := `gateway_tokens_total{key=` + string(promtext.AppendLabelValue(nil, keyID)) +
+			`,model=` + string(promtext.AppendLabelValue(nil, modelID)) + `,kind="` + kindNames[k] + `"}`
 		tc[k] = o.set.GetOrCreateCounter(name)
 	}
 	next := make(map[string]*tokenCounters, 8)

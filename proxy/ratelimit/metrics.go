@@ -4,6 +4,8 @@ import (
 	"io"
 	"slices"
 	"strconv"
+
+	"github.com/modelgate/gateway/proxy/promtext"
 )
 
 // WritePrometheus writes the limits in force and their use, in the
@@ -21,7 +23,7 @@ func (l *Limiter) WritePrometheus(w io.Writer) {
 	bs := l.inForce()
 	now := l.now().UnixMilli()
 	b := make([]byte, 0, 256+400*len(bs))
-	b = appendMetadata(b, "gateway_ratelimit_limit", "gauge", "the key's limit per minute (requests, tokens) or at once (concurrent); model=\"\" is over every model")
+	b = promtext.AppendMetadata(b, "gateway_ratelimit_limit", "gauge", "the key's limit per minute (requests, tokens) or at once (concurrent); model=\"\" is over every model")
 	for _, x := range bs {
 		for k, v := range [...]int64{x.rpm.Load(), x.tpm.Load(), x.conc.Load()} {
 			if v > 0 {
@@ -29,7 +31,7 @@ func (l *Limiter) WritePrometheus(w io.Writer) {
 			}
 		}
 	}
-	b = appendMetadata(b, "gateway_ratelimit_used", "gauge", "requests and tokens the key's bucket holds against its limit (a full bucket is at the limit), calls in flight")
+	b = promtext.AppendMetadata(b, "gateway_ratelimit_used", "gauge", "requests and tokens the key's bucket holds against its limit (a full bucket is at the limit), calls in flight")
 	for _, x := range bs {
 		req, tok := x.used(now)
 		for k, v := range [...]int64{req, tok, x.inflight.Load()} {
@@ -38,7 +40,7 @@ func (l *Limiter) WritePrometheus(w io.Writer) {
 			}
 		}
 	}
-	b = appendMetadata(b, "gateway_ratelimit_rejections_total", "counter", "calls refused by the key's limits, by kind")
+	b = promtext.AppendMetadata(b, "gateway_ratelimit_rejections_total", "counter", "calls refused by the key's limits, by kind")
 	for _, x := range bs {
 		for k := KindRequests; k < numKinds; k++ {
 			if n := x.rejected[k].Load(); n > 0 {
@@ -46,14 +48,14 @@ func (l *Limiter) WritePrometheus(w io.Writer) {
 			}
 		}
 	}
-	b = appendMetadata(b, "gateway_ratelimit_backend_failures_total", "counter", "rate-limit decisions made without the shared counters, by outcome of the fail mode")
+	b = promtext.AppendMetadata(b, "gateway_ratelimit_backend_failures_total", "counter", "rate-limit decisions made without the shared counters, by outcome of the fail mode")
 	b = append(b, `gateway_ratelimit_backend_failures_total{outcome="open"} `...)
 	b = strconv.AppendUint(b, l.failures[0].Load(), 10)
 	b = append(b, "\ngateway_ratelimit_backend_failures_total{outcome=\"closed\"} "...)
 	b = strconv.AppendUint(b, l.failures[1].Load(), 10)
 	b = append(b, '\n')
 	if l.remote != nil {
-		b = appendMetadata(b, "gateway_ratelimit_backend_calls_total", "counter", "round trips to Redis for rate-limit decisions and settlements")
+		b = promtext.AppendMetadata(b, "gateway_ratelimit_backend_calls_total", "counter", "round trips to Redis for rate-limit decisions and settlements")
 		b = append(b, "gateway_ratelimit_backend_calls_total "...)
 		b = strconv.AppendUint(b, l.calls.Load(), 10)
 		b = append(b, '\n')
@@ -115,43 +117,15 @@ func (b *bucket) used(now int64) (req, tok int64) {
 // remoteless reports whether the bucket is kept in memory only.
 func (b *bucket) remoteless() bool { return b.redisKey == "" }
 
-func appendMetadata(b []byte, name, typ, help string) []byte {
-	b = append(b, "# HELP "...)
-	b = append(b, name...)
-	b = append(b, ' ')
-	b = append(b, help...)
-	b = append(b, "\n# TYPE "...)
-	b = append(b, name...)
-	b = append(b, ' ')
-	b = append(b, typ...)
-	return append(b, '\n')
-}
-
 func appendSample(b []byte, name string, x *bucket, k Kind, v int64) []byte {
 	b = append(b, name...)
 	b = append(b, "{key="...)
-	b = appendLabelValue(b, x.key)
+	b = promtext.AppendLabelValue(b, x.key)
 	b = append(b, ",model="...)
-	b = appendLabelValue(b, x.model)
+	b = promtext.AppendLabelValue(b, x.model)
 	b = append(b, `,kind="`...)
 	b = append(b, k.String()...)
 	b = append(b, `"} `...)
 	b = strconv.AppendInt(b, v, 10)
 	return append(b, '\n')
-}
-
-// appendLabelValue appends s as a quoted Prometheus label value.
-func appendLabelValue(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '\\', '"':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }

@@ -1,7 +1,8 @@
-// Package redistest starts and stops the real Redis Cluster that tests of the
-// Redis store engine, of rate limits across nodes and of several gateway
-// processes share a machine with: 6 nodes (3 masters, 3 replicas) on loopback
-// through scripts/redis-cluster.sh, which installs redis when it is missing.
+// Package redistest starts and stops the real Redis Cluster of the bench
+// harness and of the tests of the Redis store engine, of rate limits across
+// nodes and of several gateway processes: 6 nodes (3 masters, 3 replicas) on
+// loopback through scripts/redis-cluster.sh, which installs redis when it is
+// missing.
 //
 // Each test binary takes its own first port, so that packages tested at once
 // never stop each other's cluster. A cluster found running on that port is
