@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -597,50 +596,22 @@ func TestAccessLogLinesAndNoSecrets(t *testing.T) {
 	}
 }
 
-// holdUpstream is a beta deployment whose chat streams send one chunk, then
-// wait for release before they end: a stream that is in flight for as long as
-// the test wants.
-type holdUpstream struct {
-	addr    string
-	started chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-const holdFirst = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"hold-model","choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n"
-const holdRest = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"hold-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
-
-func startHoldUpstream(t *testing.T) *holdUpstream {
+// startHoldUpstream serves a sim.Hold for the test: a beta deployment whose
+// chat streams stay open until it is released.
+func startHoldUpstream(t *testing.T) *sim.Hold {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	h, err := sim.ListenHold("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &holdUpstream{addr: ln.Addr().String(), started: make(chan struct{}, 16), release: make(chan struct{})}
-	srv := &fasthttp.Server{Handler: h.serve}
-	go srv.Serve(ln)
-	t.Cleanup(func() { h.free(); srv.Shutdown() })
+	t.Cleanup(func() { h.Close() })
 	return h
 }
 
-func (h *holdUpstream) free() { h.once.Do(func() { close(h.release) }) }
-
-func (h *holdUpstream) serve(ctx *fasthttp.RequestCtx) {
-	ctx.SetContentType("text/event-stream")
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		w.WriteString(holdFirst)
-		w.Flush()
-		h.started <- struct{}{}
-		<-h.release
-		w.WriteString(holdRest)
-		w.Flush()
-	})
-}
-
 // withHold adds the deployment hold-beta and the model hold-model on it.
-func withHold(h *holdUpstream) func(string) string {
+func withHold(h *sim.Hold) func(string) string {
 	return func(y string) string {
-		return strings.Replace(y, "models:\n", `  - {name: hold-beta, family: beta, base_url: "http://`+h.addr+`/v1", api_key: up-hold}
+		return strings.Replace(y, "models:\n", `  - {name: hold-beta, family: beta, base_url: "http://`+h.Addr()+`/v1", api_key: up-hold}
 models:
   - {id: hold-model, upstreams: [hold-beta]}
 `, 1)
@@ -649,7 +620,7 @@ models:
 
 // openHoldStream starts a streamed chat on hold-model and returns it once its
 // first chunk has arrived.
-func openHoldStream(t *testing.T, e *testEnv, h *holdUpstream, id string) (*http.Response, *bufio.Reader) {
+func openHoldStream(t *testing.T, e *testEnv, h *sim.Hold, id string) (*http.Response, *bufio.Reader) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", e.base+chatPath, strings.NewReader(`{"model":"hold-model","stream":true,"messages":[{"role":"user","content":"x"}]}`))
 	req.Header.Set("Authorization", "Bearer "+keyA)
@@ -659,10 +630,10 @@ func openHoldStream(t *testing.T, e *testEnv, h *holdUpstream, id string) (*http
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { resp.Body.Close() })
-	<-h.started
+	<-h.Started
 	r := bufio.NewReader(resp.Body)
-	first := make([]byte, len(holdFirst))
-	if _, err := io.ReadFull(r, first); err != nil || string(first) != holdFirst {
+	first := make([]byte, len(sim.HoldFirst))
+	if _, err := io.ReadFull(r, first); err != nil || string(first) != sim.HoldFirst {
 		t.Fatalf("first chunk %q: %v", first, err)
 	}
 	return resp, r
@@ -671,7 +642,7 @@ func openHoldStream(t *testing.T, e *testEnv, h *holdUpstream, id string) (*http
 func TestActiveStreamsAndStreamAccessLine(t *testing.T) {
 	h := startHoldUpstream(t)
 	e, access := newOpsEnv(t, withHold(h), Options{})
-	t.Cleanup(h.free) // before the gateway shuts down, which waits for the stream
+	t.Cleanup(h.Release) // before the gateway shuts down, which waits for the stream
 	_, r := openHoldStream(t, e, h, "held-1")
 	m := e.scrape()
 	if m["gateway_active_streams"] != 1 || m[`gateway_upstream_in_flight{deployment="hold-beta"}`] != 1 {
@@ -680,14 +651,14 @@ func TestActiveStreamsAndStreamAccessLine(t *testing.T) {
 	if strings.Contains(access.String(), "held-1") {
 		t.Fatal("access line written before the stream ended")
 	}
-	h.free()
+	h.Release()
 	rest, err := io.ReadAll(r)
-	if err != nil || string(rest) != holdRest {
+	if err != nil || string(rest) != sim.HoldRest {
 		t.Fatalf("rest of the stream %q: %v", rest, err)
 	}
 	eventually(t, "the stream finishes", func() bool { return e.scrape()["gateway_active_streams"] == 0 })
 	l := accessLine(t, access, "held-1")
-	if l["stream"] != true || l["bytes_out"] != float64(len(holdFirst)+len(holdRest)) || l["deployment"] != "hold-beta" || l["status"] != 200.0 {
+	if l["stream"] != true || l["bytes_out"] != float64(len(sim.HoldFirst)+len(sim.HoldRest)) || l["deployment"] != "hold-beta" || l["status"] != 200.0 {
 		t.Fatalf("stream access line %v", l)
 	}
 	m = e.scrape()

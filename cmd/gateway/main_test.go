@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,8 +17,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/bench/sim"
 	"github.com/modelgate/gateway/proxy"
@@ -60,16 +57,14 @@ func binary(t *testing.T) string {
 
 // Secrets of the test config: none may appear in any log line.
 const (
-	keyA      = "sk-cmd-team-a-secret"
-	keyB      = "sk-cmd-team-b-secret"
-	keyC      = "sk-cmd-team-c-secret" // added by a reload
-	wrongKey  = "sk-cmd-wrong-key-attempt"
-	upBeta    = "up-cmd-beta-secret"
-	upAlpha   = "up-cmd-alpha-secret"
-	upHold    = "up-cmd-hold-secret"
-	chatPath  = "/v1/router/beta/v1/chat/completions"
-	holdChunk = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"hold-model","choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n"
-	holdRest  = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"hold-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
+	keyA     = "sk-cmd-team-a-secret"
+	keyB     = "sk-cmd-team-b-secret"
+	keyC     = "sk-cmd-team-c-secret" // added by a reload
+	wrongKey = "sk-cmd-wrong-key-attempt"
+	upBeta   = "up-cmd-beta-secret"
+	upAlpha  = "up-cmd-alpha-secret"
+	upHold   = "up-cmd-hold-secret"
+	chatPath = "/v1/router/beta/v1/chat/completions"
 )
 
 var secrets = []string{keyA, keyB, keyC, wrongKey, upBeta, upAlpha, upHold}
@@ -286,7 +281,7 @@ type env struct {
 	dir     string
 	cfgPath string
 	sim     *sim.Server
-	hold    *holdUpstream
+	hold    *sim.Hold
 }
 
 func newEnv(t *testing.T) *env {
@@ -303,7 +298,7 @@ func newEnv(t *testing.T) *env {
 }
 
 func (e *env) writeConfig(extraModels string, extraKeys ...string) {
-	writeConfig(e.t, e.cfgPath, e.dir, e.sim.Addr(), e.hold.addr, extraModels, extraKeys...)
+	writeConfig(e.t, e.cfgPath, e.dir, e.sim.Addr(), e.hold.Addr(), extraModels, extraKeys...)
 }
 
 // start runs the gateway on e's config with JSON logs and waits until it listens.
@@ -313,7 +308,7 @@ func (e *env) start(args ...string) *gateway {
 	if !slices.Contains(args, "-admin-listen") {
 		args = append(args, "-admin-listen", "127.0.0.1:0")
 	}
-	g := launch(e.t, "", args, e.hold.free) // let a held stream end, or the gateway would wait on it
+	g := launch(e.t, "", args, e.hold.Release) // let a held stream end, or the gateway would wait on it
 	g.cfgPath = e.cfgPath
 	return g
 }
@@ -422,45 +417,21 @@ func (g *gateway) chat(key, model string) int {
 	return status
 }
 
-// holdUpstream is a beta deployment whose chat streams send one chunk, then
-// wait for release before they end.
-type holdUpstream struct {
-	addr    string
-	started chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-func startHoldUpstream(t *testing.T) *holdUpstream {
+// startHoldUpstream serves a sim.Hold for the test: a beta deployment whose
+// chat streams stay open until it is released.
+func startHoldUpstream(t *testing.T) *sim.Hold {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	h, err := sim.ListenHold("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &holdUpstream{addr: ln.Addr().String(), started: make(chan struct{}, 16), release: make(chan struct{})}
-	srv := &fasthttp.Server{Handler: h.serve}
-	go srv.Serve(ln)
-	t.Cleanup(func() { h.free(); srv.Shutdown() })
+	t.Cleanup(func() { h.Close() })
 	return h
 }
 
-func (h *holdUpstream) free() { h.once.Do(func() { close(h.release) }) }
-
-func (h *holdUpstream) serve(ctx *fasthttp.RequestCtx) {
-	ctx.SetContentType("text/event-stream")
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		w.WriteString(holdChunk)
-		w.Flush()
-		h.started <- struct{}{}
-		<-h.release
-		w.WriteString(holdRest)
-		w.Flush()
-	})
-}
-
 // openHoldStream starts a streamed chat on hold-model and returns its reader
-// once the first chunk has arrived: the stream stays open until hold.free.
-func (g *gateway) openHoldStream(h *holdUpstream, id string) *bufio.Reader {
+// once the first chunk has arrived: the stream stays open until hold.Release.
+func (g *gateway) openHoldStream(h *sim.Hold, id string) *bufio.Reader {
 	t := g.t
 	t.Helper()
 	req, _ := http.NewRequest("POST", g.base+chatPath, strings.NewReader(`{"model":"hold-model","stream":true,"messages":[{"role":"user","content":"x"}]}`))
@@ -474,10 +445,10 @@ func (g *gateway) openHoldStream(h *holdUpstream, id string) *bufio.Reader {
 	if resp.StatusCode != 200 {
 		t.Fatalf("stream: status %d", resp.StatusCode)
 	}
-	<-h.started
+	<-h.Started
 	r := bufio.NewReader(resp.Body)
-	first := make([]byte, len(holdChunk))
-	if _, err := io.ReadFull(r, first); err != nil || string(first) != holdChunk {
+	first := make([]byte, len(sim.HoldFirst))
+	if _, err := io.ReadFull(r, first); err != nil || string(first) != sim.HoldFirst {
 		t.Fatalf("first chunk %q: %v", first, err)
 	}
 	return r
@@ -486,7 +457,7 @@ func (g *gateway) openHoldStream(h *holdUpstream, id string) *bufio.Reader {
 func readRest(t *testing.T, r *bufio.Reader) {
 	t.Helper()
 	rest, err := io.ReadAll(r)
-	if err != nil || string(rest) != holdRest {
+	if err != nil || string(rest) != sim.HoldRest {
 		t.Fatalf("the stream's end: %q, %v", rest, err)
 	}
 }
@@ -601,7 +572,7 @@ func TestReloadAddsModelAndKeyWithoutDroppingStream(t *testing.T) {
 		t.Fatalf("key C after the reload: %d", s)
 	}
 	// The stream that started on the old config ends whole.
-	e.hold.free()
+	e.hold.Release()
 	readRest(t, stream)
 	if l := g.accessLine("held-over-reload"); l["status"] != 200.0 || l["stream"] != true {
 		t.Fatalf("stream access line %v", l)
@@ -651,7 +622,7 @@ func TestSIGTERMLetsStreamFinish(t *testing.T) {
 		t.Fatalf("the gateway exited with a stream in flight:\n%s", g.stderr.String())
 	default:
 	}
-	e.hold.free()
+	e.hold.Release()
 	readRest(t, stream)
 	if code := g.exitCode(); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, g.stderr.String())
