@@ -479,15 +479,14 @@ func (c *call) prepare(req *fasthttp.Request, dep *upstream.Deployment, path str
 	}
 }
 
-// appendForwardedHeaders sets on dst, a reset header, the method, the
-// request URI (whose query string the upstream URL keeps; Target sets its
-// path) and every header of src but the stripped ones, in one pass over src,
-// names as the server read them (canonicalised, so they match the list
-// exactly).
+// appendForwardedHeaders sets on dst, a reset header, the method and every
+// header of src but the stripped ones, in one pass over src, names as the
+// server read them (canonicalised, so they match the list exactly). The URL
+// is the deployment's (Target), with the client's query string only where
+// forwardQuery says.
 func appendForwardedHeaders(dst, src *fasthttp.RequestHeader) {
 	dst.DisableNormalizing()
 	dst.SetMethodBytes(src.Method())
-	dst.SetRequestURIBytes(src.RequestURI())
 	for name, value := range src.All() {
 		if strippedRequestHeader(name) < 0 {
 			dst.AddBytesKV(name, value)

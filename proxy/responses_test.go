@@ -281,3 +281,23 @@ func TestResponsesSurviveRestart(t *testing.T) {
 		t.Fatalf("continue after restart: %+v %v", next, err)
 	}
 }
+
+// Elsewhere the client's query string is the gateway's to read and stays
+// with it: the ?beta=true the alpha SDK adds, or a gamma ?key= holding the
+// caller's gateway key, never reaches a provider.
+func TestQueryNotForwardedElsewhere(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, c := range []struct{ path, body string }{
+		{"/v1/router/alpha/v1/messages?beta=true", `{"model":"chat-model","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`},
+		{chatPath + "?key=" + keyA, `{"model":"chat-model","messages":[{"role":"user","content":"hi"}]}`},
+		{responsesBase + "?stream=false", `{"model":"chat-model","input":"x"}`},
+	} {
+		e.resetSims()
+		if status, _, body := e.do("POST", c.path, bearer(keyA), c.body); status != 200 {
+			t.Fatalf("%s: %d %s", c.path, status, body)
+		}
+		if r := e.received(); len(r) != 1 || r[0].RawQuery != "" {
+			t.Fatalf("%s: the provider got %+v", c.path, r)
+		}
+	}
+}
