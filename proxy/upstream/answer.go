@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 
@@ -196,19 +195,6 @@ func (b *answerBody[C]) ready() bool {
 	p, _ := b.br.Peek(n) // n is buffered: does not wait
 	return chunkBuffered(p)
 }
-
-// ended reports whether all that is left of a chunked body is its final
-// chunk, buffered whole (without trailers): the next Read returns the end
-// of the body without waiting.
-func (b *answerBody[C]) ended() bool {
-	if b.length != -1 || b.left != 0 || b.done {
-		return false
-	}
-	p, _ := b.br.Peek(b.br.Buffered())
-	return bytes.HasPrefix(p, lastChunk)
-}
-
-var lastChunk = []byte("0\r\n\r\n")
 
 // chunkBuffered reports whether p starts with a whole non-final chunk: its
 // size line, data and CRLF. The final chunk counts as not ready: it ends

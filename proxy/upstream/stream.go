@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"sync"
@@ -143,22 +142,14 @@ func (r *Relay) WriteTo(w io.Writer) (int64, error) {
 // writeEventsTo relays an SSE body. Each round waits for data in a small
 // read, then goes on into a pooled buffer while the event is unfinished or
 // the next upstream chunk is already buffered (see answerBody.ready), and writes
-// what it gathered as one chunk. So a burst of events leaves in one write,
-// an idle stream holds no buffer, and no finished event waits for the
-// network: only the bytes of an unfinished event wait for its rest. Where
-// the connection's writer can be reached (chunkWriter), output is flushed
-// only before a read that may wait, so the last events leave together with
-// the end of the body.
+// what it gathered as one chunk, which fasthttp's chunk writer sends at once.
+// So a burst of events leaves in one write, an idle stream holds no buffer,
+// and no finished event waits for the network: only the bytes of an
+// unfinished event wait for its rest.
 func (r *Relay) writeEventsTo(w io.Writer) (int64, error) {
-	bw := chunkWriter(w)
 	var written int64
 	for {
-		if bw != nil && !r.upstreamReady() && !r.upstreamEnded() {
-			if err := bw.Flush(); err != nil {
-				return written, err
-			}
-		}
-		n, err := r.relayEvents(w, bw)
+		n, err := r.relayEvents(w)
 		written += n
 		if err == io.EOF {
 			return written, nil
@@ -171,7 +162,7 @@ func (r *Relay) writeEventsTo(w io.Writer) (int64, error) {
 
 // relayEvents relays one round of writeEventsTo: the wait in the small read,
 // then what can be gathered after it, written as one chunk.
-func (r *Relay) relayEvents(w io.Writer, bw *bufio.Writer) (int64, error) {
+func (r *Relay) relayEvents(w io.Writer) (int64, error) {
 	n, err := r.Read(r.ssePeek[:])
 	if n == 0 {
 		return 0, err
@@ -186,7 +177,7 @@ func (r *Relay) relayEvents(w io.Writer, bw *bufio.Writer) (int64, error) {
 				break
 			}
 			// The rest of this event may take a while: what is finished goes first.
-			m, werr := flushEvents(w, bw, &buf)
+			m, werr := writeFinishedEvents(w, &buf)
 			written += int64(m)
 			if werr != nil {
 				return written, werr
@@ -199,7 +190,7 @@ func (r *Relay) relayEvents(w io.Writer, bw *bufio.Writer) (int64, error) {
 			break
 		}
 	}
-	m, werr := writeEvents(w, bw, buf)
+	m, werr := writeEvents(w, buf)
 	written += int64(m)
 	if werr != nil {
 		return written, werr
@@ -207,21 +198,18 @@ func (r *Relay) relayEvents(w io.Writer, bw *bufio.Writer) (int64, error) {
 	return written, err
 }
 
-// flushEvents writes the finished events at the start of *buf, keeps the
-// rest there, and flushes bw when there is one.
-func flushEvents(w io.Writer, bw *bufio.Writer, buf *[]byte) (int, error) {
-	var m int
-	if end := parse.LastEventEnd(*buf); end > 0 {
-		var err error
-		m, err = writeEvents(w, bw, (*buf)[:end])
-		if err != nil {
-			return m, err
-		}
-		*buf = (*buf)[:copy(*buf, (*buf)[end:])]
+// writeFinishedEvents writes the finished events at the start of *buf and
+// keeps the rest there.
+func writeFinishedEvents(w io.Writer, buf *[]byte) (int, error) {
+	end := parse.LastEventEnd(*buf)
+	if end == 0 {
+		return 0, nil
 	}
-	if bw != nil {
-		return m, bw.Flush()
+	m, err := writeEvents(w, (*buf)[:end])
+	if err != nil {
+		return m, err
 	}
+	*buf = (*buf)[:copy(*buf, (*buf)[end:])]
 	return m, nil
 }
 
@@ -229,27 +217,16 @@ func flushEvents(w io.Writer, bw *bufio.Writer, buf *[]byte) (int, error) {
 // (see answerBody).
 type peeker interface {
 	ready() bool
-	ended() bool
 }
 
 // upstreamReady reports whether the next read of the upstream body returns
 // data without waiting; false when that cannot be seen.
 func (r *Relay) upstreamReady() bool { return r.peek != nil && r.peek.ready() }
 
-// upstreamEnded reports whether the next read of the upstream body returns
-// its end without waiting.
-func (r *Relay) upstreamEnded() bool { return r.peek != nil && r.peek.ended() }
-
-// writeEvents writes p as one chunk: into bw unflushed when there is one,
-// else through w, which flushes.
-func writeEvents(w io.Writer, bw *bufio.Writer, p []byte) (int, error) {
+// writeEvents writes p as one chunk.
+func writeEvents(w io.Writer, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if bw != nil {
-		return len(p), writeChunk(bw, p)
-	}
 	return w.Write(p)
 }
-
-const hexDigits = "0123456789abcdef"
