@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/valyala/fasthttp"
-
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/family"
@@ -41,13 +39,7 @@ func TestPeekPickSpliceAllocateNothing(t *testing.T) {
 // whole process: client, gateway and upstream.
 func TestProxiedRequestAllocatesNothing(t *testing.T) {
 	h := newHotBench(t)
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	hotRequest(req, hotBody)
-	for i := 0; i < 100; i++ {
-		h.do(t, req, resp)
-	}
+	req, resp := h.warmRequest(t, hotBody)
 	allocs := testing.AllocsPerRun(500, func() { h.do(t, req, resp) })
 	if allocs != 0 {
 		t.Fatalf("%v allocations per proxied request", allocs)
@@ -62,13 +54,7 @@ func TestProxiedRequestAllocatesNothing(t *testing.T) {
 // instead hold a 4 KiB buffer per idle stream.
 func TestProxiedStreamAllocatesAtMostOne(t *testing.T) {
 	h := newHotBench(t)
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	hotRequest(req, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-	for range 100 {
-		h.do(t, req, resp)
-	}
+	req, resp := h.warmRequest(t, []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	if !bytes.Contains(resp.Body(), []byte("data: ")) {
 		t.Fatalf("not a stream: %.200q", resp.Body())
 	}

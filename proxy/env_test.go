@@ -217,3 +217,21 @@ func (e *testEnv) do(method, path string, headers map[string]string, body string
 func bearer(key string) map[string]string {
 	return map[string]string{"Authorization": "Bearer " + key}
 }
+
+// listenGateway serves a gateway for cfg and opts on a loopback socket until
+// the test ends.
+func listenGateway(tb testing.TB, cfg *config.Config, opts Options) (*Gateway, *fasthttp.Server, net.Listener) {
+	tb.Helper()
+	gw, err := New(cfg, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := gw.NewServer()
+	go srv.Serve(gw.Listener(ln))
+	tb.Cleanup(func() { srv.Shutdown() })
+	return gw, srv, ln
+}

@@ -118,16 +118,6 @@ func serveGateway(tb testing.TB, yaml string, opts Options) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gw, err := New(cfg, opts)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := gw.NewServer()
-	go srv.Serve(ln)
-	tb.Cleanup(func() { srv.Shutdown() })
+	_, _, ln := listenGateway(tb, cfg, opts)
 	return ln.Addr().String()
 }

@@ -34,6 +34,19 @@ var (
 	hotBody = []byte(`{"model":"m","session_id":"session-0001","messages":[{"role":"user","content":"Say hello to the benchmark, briefly."}]}`)
 )
 
+// warmRequest returns a request of body and a response for h, released when
+// t ends, after 100 calls that warm the pools a steady state reuses.
+func (h *hotBench) warmRequest(t *testing.T, body []byte) (*fasthttp.Request, *fasthttp.Response) {
+	t.Helper()
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	t.Cleanup(func() { fasthttp.ReleaseRequest(req); fasthttp.ReleaseResponse(resp) })
+	hotRequest(req, body)
+	for range 100 {
+		h.do(t, req, resp)
+	}
+	return req, resp
+}
+
 func newHotBench(tb testing.TB) *hotBench {
 	tb.Helper()
 	return newHotBenchWith(tb, Options{})

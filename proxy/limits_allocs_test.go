@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-
-	"github.com/valyala/fasthttp"
 )
 
 // With limits kept in memory, a whole proxied call still allocates nothing
@@ -15,13 +13,7 @@ import (
 func TestRateLimitedRequestAllocatesNothing(t *testing.T) {
 	// A still clock: the debts the calls leave are not repaid while counted.
 	h := withBenchLimits(t, newHotBenchWith(t, Options{Now: newManualClock().now}))
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	hotRequest(req, hotBody)
-	for range 100 {
-		h.do(t, req, resp)
-	}
+	req, resp := h.warmRequest(t, hotBody)
 	if allocs := testing.AllocsPerRun(500, func() { h.do(t, req, resp) }); allocs != 0 {
 		t.Fatalf("%v allocations per rate-limited request", allocs)
 	}

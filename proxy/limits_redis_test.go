@@ -128,17 +128,7 @@ func TestRateLimitRedisNeverConnected(t *testing.T) {
 // serveNode serves a gateway for cfg and opts on a loopback socket.
 func serveNode(t *testing.T, cfg *config.Config, opts Options, sims []*sim.Server) *testEnv {
 	t.Helper()
-	gw, err := New(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := gw.NewServer()
-	go srv.Serve(gw.Listener(ln))
-	t.Cleanup(func() { srv.Shutdown() })
+	gw, srv, ln := listenGateway(t, cfg, opts)
 	return &testEnv{t: t, gw: gw, srv: srv, ln: ln, base: "http://" + ln.Addr().String(), sims: sims, cfg: cfg}
 }
 

@@ -68,17 +68,7 @@ func TestNoSecretInLogs(t *testing.T) {
 	})
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	gw, err := New(e.cfg, Options{Store: e.store, Logger: log, AccessLog: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := gw.NewServer()
-	go srv.Serve(ln)
-	defer srv.Shutdown()
+	_, srv, ln := listenGateway(t, e.cfg, Options{Store: e.store, Logger: log, AccessLog: log})
 	addr := ln.Addr().String()
 
 	const chat = "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"

@@ -5,21 +5,13 @@ package proxy
 import (
 	"bytes"
 	"testing"
-
-	"github.com/valyala/fasthttp"
 )
 
 // Reading and counting token usage allocates nothing per request, and the
 // requests measured are counted.
 func TestTokenUsageAllocatesNothing(t *testing.T) {
 	h := newHotBench(t)
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	hotRequest(req, hotBody)
-	for range 100 {
-		h.do(t, req, resp)
-	}
+	req, resp := h.warmRequest(t, hotBody)
 	const runs = 500
 	if allocs := testing.AllocsPerRun(runs, func() { h.do(t, req, resp) }); allocs != 0 {
 		t.Fatalf("%v allocations per request with token usage", allocs)
