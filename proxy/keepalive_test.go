@@ -42,9 +42,14 @@ func TestStaleKeepAliveIsSentAgain(t *testing.T) {
 	if got := len(e.sim("d1").Requests()); got != calls {
 		t.Fatalf("the upstream saw %d requests, want %d", got, calls)
 	}
+	// Every call after the first finds the connection the last one left,
+	// unless its SDK started it before the gateway had read the end of the
+	// previous stream (an SDK stops at [DONE]): then it dials afresh. A plain
+	// answer lets its connection go before the client has it, so each stream
+	// (every odd call) surely finds a stale one.
 	dep := e.gw.state.Load().deps["d1-beta"]
-	if got := dep.Stats.StaleRetries(); got != calls-1 {
-		t.Fatalf("%d calls sent again, want %d", got, calls-1)
+	if got := dep.Stats.StaleRetries(); got < calls/2 || got > calls-1 {
+		t.Fatalf("%d calls sent again, want %d, and at least the %d streams", got, calls-1, calls/2)
 	}
 }
 

@@ -10,10 +10,11 @@ import (
 
 // answerBody is a streamed answer's body, read from the connection's
 // bufio.Reader: of known length, chunked, or up to the connection's close.
-// It keeps the connection until Close, which hands it back to the pool when
-// the body was read to its end (and nobody asked to close it), else closes
-// it, which cancels the upstream call. Read and Close are called from one
-// goroutine (the relay's).
+// The read that reaches the body's end hands the connection back to the
+// pool (unless somebody asked to close it), before the relay writes the last
+// bytes to the client: the client's next call finds it there. Close of a body
+// not read to its end closes the connection, which cancels the upstream call.
+// Read and Close are called from one goroutine (the relay's).
 type answerBody[C conn] struct {
 	t    *transport[C]
 	hc   *fasthttp.HostClient
@@ -46,18 +47,20 @@ func (b *answerBody[C]) Read(p []byte) (int, error) {
 		return b.readChunked(p)
 	case b.length == -2:
 		n, err := b.br.Read(p)
-		b.done = err == io.EOF
+		if err == io.EOF {
+			b.end()
+		}
 		return n, err
 	}
 	if b.left == 0 {
-		b.done = true
+		b.end()
 		return 0, io.EOF
 	}
 	n, err := b.br.Read(p[:min(int64(len(p)), b.left)])
 	b.left -= int64(n)
 	switch {
 	case b.left == 0:
-		b.done = true
+		b.end()
 		return n, io.EOF
 	case err == io.EOF:
 		return n, io.ErrUnexpectedEOF
@@ -77,7 +80,7 @@ func (b *answerBody[C]) readChunked(p []byte) (int, error) {
 			if err := b.resp.Header.ReadTrailer(b.br); err != nil && err != io.EOF {
 				return 0, err
 			}
-			b.done = true
+			b.end()
 			return 0, io.EOF
 		}
 		b.left = size
@@ -162,14 +165,25 @@ func hexDigit(c byte) (byte, bool) {
 	return 0, false
 }
 
-// Close ends the body: the connection goes back to the pool when the body
-// was read to its end and nothing asked to close it, else it is closed.
-func (b *answerBody[C]) Close() error {
+// end marks the body read to its end and lets its connection go: back to
+// the pool, unless the request or the answer asked to close it.
+func (b *answerBody[C]) end() {
+	b.done = true
 	b.hc.ReleaseReader(b.br)
-	if !b.done || b.closeConn || b.resp.ConnectionClose() {
+	b.br = nil
+	if b.closeConn || b.resp.ConnectionClose() {
 		b.t.close(b.hc, b.cc)
 	} else {
 		b.t.release(b.hc, b.cc)
+	}
+}
+
+// Close ends the body: one not read to its end closes its connection (end
+// let the connection of one read whole go already).
+func (b *answerBody[C]) Close() error {
+	if !b.done {
+		b.hc.ReleaseReader(b.br)
+		b.t.close(b.hc, b.cc)
 	}
 	var zero C
 	b.hc, b.cc, b.br, b.resp = nil, zero, nil, nil
@@ -183,9 +197,12 @@ func (b *answerBody[C]) Close() error {
 // either not all there, so the read stops short of its CRLF, or there with
 // its CRLF; or a whole next chunk is).
 func (b *answerBody[C]) ready() bool {
+	if b.done {
+		return false
+	}
 	n := b.br.Buffered()
 	switch {
-	case n == 0 || b.done:
+	case n == 0:
 		return false
 	case b.length != -1:
 		return true
