@@ -111,6 +111,8 @@ type readinessReport struct {
 	Store    string                  `json:"store"`             // open, unavailable, closed or none
 	Draining bool                    `json:"draining"`
 	Families map[string]familyHealth `json:"families"`
+	// storeReason is why the store cannot serve, when Store is unavailable.
+	storeReason string
 }
 
 type configReport struct {
@@ -137,7 +139,10 @@ func (g *Gateway) readiness(now time.Time) readinessReport {
 			r.Reasons = append(r.Reasons, "no family has a healthy deployment")
 		}
 	}
-	r.Store = g.storeReadiness(&r.Reasons)
+	r.Store, r.storeReason = g.storeReadiness()
+	if r.storeReason != "" {
+		r.Reasons = append(r.Reasons, r.storeReason)
+	}
 	if r.Draining {
 		r.Reasons = append(r.Reasons, "shutting down")
 	}
@@ -171,22 +176,20 @@ func familyReport(st *state, now int64, out map[string]familyHealth) int {
 	return servable
 }
 
-// storeReadiness returns the store's state for /readyz and adds the reason it
+// storeReadiness returns the store's state for /readyz and the reason it
 // makes the node unready, if any. A shared store that cannot serve now makes the
 // node unready with the reason in words; the calls that need no state still
 // serve meanwhile, and those that do answer 503 with Retry-After.
-func (g *Gateway) storeReadiness(reasons *[]string) string {
+func (g *Gateway) storeReadiness() (state, reason string) {
 	s := g.obs.store
 	switch {
 	case s == nil:
-		return "none" // the endpoints that need one answer 503; the rest serve
+		return "none", "" // the endpoints that need one answer 503; the rest serve
 	case s.closed.Load():
-		*reasons = append(*reasons, "the store is closed")
-		return "closed"
+		return "closed", "the store is closed"
 	}
 	if err := s.check(); err != nil {
-		*reasons = append(*reasons, err.Error())
-		return "unavailable"
+		return "unavailable", err.Error()
 	}
-	return "open"
+	return "open", ""
 }

@@ -90,9 +90,10 @@ func (g *Gateway) statusPage(ctx *fasthttp.RequestCtx) {
 
 func (g *Gateway) statusView(now time.Time) *statusView {
 	st := g.state.Load()
-	ready, _ := json.MarshalIndent(g.readiness(now), "", "  ") // plain fields: it cannot fail
+	r := g.readiness(now)
+	ready, _ := json.MarshalIndent(r, "", "  ") // plain fields: it cannot fail
 	v := &statusView{
-		Now: now.UTC().Format(time.RFC3339), Version: g.opts.Version, Store: g.storeState(),
+		Now: now.UTC().Format(time.RFC3339), Version: g.opts.Version, Store: g.storeState(&r),
 		ConfigID: st.fingerprint, Loaded: st.loaded.UTC().Format(time.RFC3339),
 		Models: len(st.models), Keys: len(st.cfg.Keys), Ready: string(ready),
 	}
@@ -152,19 +153,17 @@ func perSecond(n uint64, secs float64) string {
 	return strconv.FormatFloat(float64(n)/secs, 'f', 2, 64) + "/s"
 }
 
-func (g *Gateway) storeState() string {
-	s := g.obs.store
-	switch {
-	case s == nil:
-		return "none"
-	case s.closed.Load():
-		return "closed"
+// storeState is the store's line of the status page, from the readiness
+// report r of the same render: one check of the store serves both.
+func (g *Gateway) storeState(r *readinessReport) string {
+	switch r.Store {
+	case "open":
+		n, size := g.obs.store.FileStats()
+		return "open, " + strconv.FormatInt(n, 10) + " files, " + strconv.FormatInt(size, 10) + " bytes"
+	case "unavailable":
+		return r.storeReason
 	}
-	if err := s.check(); err != nil {
-		return err.Error()
-	}
-	n, size := s.FileStats()
-	return "open, " + strconv.FormatInt(n, 10) + " files, " + strconv.FormatInt(size, 10) + " bytes"
+	return r.Store
 }
 
 // fingerprint names a config by the first 12 hex digits of the SHA-256 of its
