@@ -488,7 +488,7 @@ func appendForwardedHeaders(dst, src *fasthttp.RequestHeader) {
 	dst.DisableNormalizing()
 	dst.SetMethodBytes(src.Method())
 	for name, value := range src.All() {
-		if strippedRequestHeader(name) < 0 {
+		if !strippedRequestHeader(name) {
 			dst.AddBytesKV(name, value)
 		}
 	}
@@ -513,30 +513,26 @@ var strippedRequestHeaders = [][]byte{
 	[]byte("Content-Length"),
 }
 
-// strippedByLen lists, by name length, the indexes in strippedRequestHeaders
-// of the names of that length.
-var strippedByLen = func() (t [24][]uint8) {
-	if len(strippedRequestHeaders) > 32 {
-		panic("proxy: prepare marks stripped headers in a uint32")
-	}
-	for i, h := range strippedRequestHeaders {
-		t[len(h)] = append(t[len(h)], uint8(i))
+// strippedByLen lists the names of strippedRequestHeaders by their length.
+var strippedByLen = func() (t [24][][]byte) {
+	for _, h := range strippedRequestHeaders {
+		t[len(h)] = append(t[len(h)], h)
 	}
 	return t
 }()
 
-// strippedRequestHeader returns the index of name in strippedRequestHeaders,
-// or -1.
-func strippedRequestHeader(name []byte) int {
+// strippedRequestHeader reports whether name is one of
+// strippedRequestHeaders, as the server canonicalised it.
+func strippedRequestHeader(name []byte) bool {
 	if len(name) >= len(strippedByLen) {
-		return -1
+		return false
 	}
-	for _, i := range strippedByLen[len(name)] {
-		if string(strippedRequestHeaders[i]) == string(name) {
-			return int(i)
+	for _, h := range strippedByLen[len(name)] {
+		if string(h) == string(name) {
+			return true
 		}
 	}
-	return -1
+	return false
 }
 
 // relay writes the upstream answer to the client: headers at once, then the
