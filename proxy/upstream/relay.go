@@ -35,7 +35,6 @@ type Relay struct {
 	tap       Tap
 	heads     eventHeads
 	ssePeek   [ssePeekSize]byte // an SSE relay's idle read; see WriteTo
-	peek      peeker            // the stream's view of its buffer, when it has one
 	pending   []byte            // an error frame still to be written
 	broken    bool              // the stream ended in error: pending is all that is left
 	sent      int64             // body bytes relayed
@@ -61,7 +60,6 @@ func (r *Relay) Reset() {
 	r.wantStream, r.loaded = false, false
 	r.sse, r.fixedSize, r.broken, r.responses = false, false, false, false
 	r.heads = eventHeads{}
-	r.peek = nil
 	r.pending = r.pending[:0]
 	r.sent, r.firstByte = 0, time.Time{}
 	r.StaleRetries = 0
@@ -141,7 +139,6 @@ func (r *Relay) Stream(out *fasthttp.Response, fam family.Family, responses bool
 	}
 	// The headers go out at once, so the client sees the answer begin, unless
 	// body bytes are already here: then they leave with the first of them.
-	r.peek, _ = r.stream.(peeker)
 	out.ImmediateHeaderFlush = !r.upstreamReady()
 	size := r.resp.Header.ContentLength()
 	if size < 0 || r.sse {

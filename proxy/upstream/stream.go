@@ -221,7 +221,10 @@ type peeker interface {
 
 // upstreamReady reports whether the next read of the upstream body returns
 // data without waiting; false when that cannot be seen.
-func (r *Relay) upstreamReady() bool { return r.peek != nil && r.peek.ready() }
+func (r *Relay) upstreamReady() bool {
+	p, ok := r.stream.(peeker)
+	return ok && p.ready()
+}
 
 // writeEvents writes p as one chunk.
 func writeEvents(w io.Writer, p []byte) (int, error) {

@@ -37,8 +37,8 @@ func TestDialerSpeaksTLS(t *testing.T) {
 	defer r.Close()
 	buf := make([]byte, 64)
 	n, _ := r.Read(buf)
-	if r.peek == nil || string(buf[:n]) != "data: a\n\n" {
-		t.Fatalf("read %q, own body reader: %v", buf[:n], r.peek != nil)
+	if !ownsBody(&r) || string(buf[:n]) != "data: a\n\n" {
+		t.Fatalf("read %q, own body reader: %v", buf[:n], ownsBody(&r))
 	}
 }
 
