@@ -105,9 +105,6 @@ func (l *LazyRedis) Client() rueidis.Client {
 // KeyPrefix returns the prefix every key of the engine starts with.
 func (l *LazyRedis) KeyPrefix() string { return l.opts.KeyPrefix }
 
-// Engine returns the open engine, or nil while it is not open yet.
-func (l *LazyRedis) Engine() *Redis { return l.eng.Load() }
-
 // engine returns the open engine or the ErrUnavailable of a call made before it opened.
 func (l *LazyRedis) engine() (*Redis, error) {
 	if e := l.eng.Load(); e != nil {

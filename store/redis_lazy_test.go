@@ -38,7 +38,7 @@ func TestLazyRedisUnreachable(t *testing.T) {
 	if strings.Contains(err.Error(), port) || strings.Contains(err.Error(), "topsecret") {
 		t.Fatalf("Check's reason names the address or the password: %v", err)
 	}
-	if l.Engine() != nil {
+	if l.eng.Load() != nil {
 		t.Fatal("Engine is set without a server")
 	}
 	if err := l.Close(); err != nil {
@@ -54,7 +54,7 @@ func TestLazyRedisReachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if l.Engine() == nil {
+	if l.eng.Load() == nil {
 		t.Fatal("not open at once on a reachable cluster")
 	}
 	if err := l.Check(context.Background()); err != nil {
