@@ -177,8 +177,7 @@ func (l *Limiter) Admit(key, model string, t *Ticket) Verdict {
 	}
 	v := l.decide(t.b[:t.n], now)
 	if !v.Admitted() {
-		t.releaseSlots()
-		t.n, t.b = 0, [2]*bucket{}
+		t.drop()
 	}
 	return v
 }
@@ -193,8 +192,7 @@ func (t *Ticket) takeSlots(now int64) Verdict {
 		if b.inflight.Add(1) > c {
 			b.inflight.Add(-1)
 			b.rejected[KindConcurrent].Add(1)
-			t.releaseSlots()
-			t.n, t.b = 0, [2]*bucket{}
+			t.drop()
 			v := Verdict{Kind: KindConcurrent, retryAfterMs: 1000}
 			b.mu.Lock()
 			v.describe(b, now)
@@ -206,13 +204,15 @@ func (t *Ticket) takeSlots(now int64) Verdict {
 	return Verdict{}
 }
 
-func (t *Ticket) releaseSlots() {
+// drop frees the ticket's concurrency slots and lets go of its buckets.
+func (t *Ticket) drop() {
 	for i := range t.conc {
 		if t.conc[i] {
 			t.b[i].inflight.Add(-1)
 			t.conc[i] = false
 		}
 	}
+	t.n, t.b = 0, [2]*bucket{}
 }
 
 // decide takes one request from every bucket, or none: in memory, or from
@@ -261,11 +261,9 @@ func refusal(b *bucket, k Kind, retryMs, now int64) Verdict {
 // (input + output of the answer; 0 when it reported none) are charged to
 // the buckets that limit tokens. t holds nothing afterwards.
 func (l *Limiter) Done(t *Ticket, tokens int64) {
-	t.releaseSlots()
-	held := t.b
-	bs := held[:t.n]
-	t.n = 0
-	t.b = [2]*bucket{}
+	held, n := t.b, t.n
+	t.drop()
+	bs := held[:n]
 	if tokens <= 0 {
 		return
 	}
