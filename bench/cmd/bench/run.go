@@ -292,7 +292,8 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-// freshGateway restarts the gateways before a scenario, their stores kept, so that the memory a scenario measures is its own and not what the
+// freshGateway restarts the gateways before a scenario, their stores kept,
+// so that the memory a scenario measures is its own and not what the
 // scenarios before it left in the process.
 func (r *runner) freshGateway() error {
 	if r.d.gateway != nil {
