@@ -41,6 +41,8 @@ type clientConn struct {
 	// wanted one is later by more than a sixteenth of idle, so a busy stream
 	// does not re-arm a timer on every write.
 	deadline time.Time
+	// readDeadline is the read deadline in force; see SetReadDeadline.
+	readDeadline time.Time
 }
 
 func (c *clientConn) Write(p []byte) (int, error) {
@@ -75,8 +77,24 @@ func (c *clientConn) SetWriteDeadline(t time.Time) error {
 }
 
 func (c *clientConn) SetDeadline(t time.Time) error {
-	c.deadline = time.Time{}
+	c.deadline, c.readDeadline = time.Time{}, t
 	return c.Conn.SetDeadline(t)
+}
+
+// SetReadDeadline is fasthttp's: it sets one twice per request on a kept-alive
+// connection (the idle timeout, then the read timeout). A deadline later than
+// the one in force by at most a sixteenth of the time it leaves is not set, so
+// a busy connection does not re-arm its timer on every request; a read
+// deadline may thus fall up to a sixteenth of its timeout early. An earlier
+// deadline, and clearing one, always take effect.
+func (c *clientConn) SetReadDeadline(t time.Time) error {
+	if !t.IsZero() && !c.readDeadline.IsZero() {
+		if later := t.Sub(c.readDeadline); later >= 0 && later <= time.Until(t)>>4 {
+			return nil
+		}
+	}
+	c.readDeadline = t
+	return c.Conn.SetReadDeadline(t)
 }
 
 // CloseWrite shuts the write side of the connection, for a lingering close
