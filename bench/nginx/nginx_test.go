@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -40,6 +42,28 @@ func TestConfigRender(t *testing.T) {
 		t.Fatal("WorkerProcesses 0 did not render auto")
 	}
 }
+
+// TestConfigRenderGolden pins the text of a config without sessions: the
+// reference proxy of every scenario but affinity, whose figures stay
+// comparable across runs only while this text does not change.
+func TestConfigRenderGolden(t *testing.T) {
+	c := Config{Listen: "127.0.0.1:8081", Upstream: "127.0.0.1:9000", Dir: "/tmp/x", WorkerProcesses: 2, KeepAlive: 256, WorkerConnections: 4096, RlimitNofile: 8192}
+	file := filepath.Join("testdata", "main.conf")
+	if *update {
+		if err := os.WriteFile(file, c.Render(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Render(); !bytes.Equal(got, want) {
+		t.Fatalf("config differs from %s:\n%s", file, got)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/main.conf")
 
 func TestVersionCompare(t *testing.T) {
 	f := func(v [3]int, want bool) {
