@@ -13,11 +13,18 @@ type Config struct {
 	Listen string
 	// Upstream is the host:port nginx proxies every request to.
 	Upstream string
+	// SessionsListen is the 127.0.0.1:port of the session-affinity server;
+	// it is rendered only when Sessions is not empty.
+	SessionsListen string
+	// Sessions are the host:ports the session-affinity server spreads its
+	// requests over by a consistent hash of the x-session-id header.
+	Sessions []string
 	// Dir holds the pid file, the error log and the temp paths.
 	Dir string
 	// WorkerProcesses is the number of workers; 0 means "auto" (one per core).
 	WorkerProcesses int
-	// KeepAlive is the number of idle upstream connections each worker keeps.
+	// KeepAlive is the number of idle upstream connections each worker keeps,
+	// per upstream block.
 	KeepAlive int
 	// WorkerConnections bounds the connections of each worker, client and
 	// upstream ones alike: a proxied stream takes two.
@@ -35,10 +42,35 @@ type Config struct {
 // buffering either way, so SSE flows through as it arrives; long proxy
 // timeouts for held streams; keep-alive limits high enough that no
 // benchmark connection is closed by a request count.
+//
+// With Sessions, a second server on SessionsListen proxies, with the same
+// settings, to an upstream block that picks the server by
+// `hash $http_x_session_id consistent` (ketama), as nginx is deployed for
+// session affinity. The first server and its block are the same text with
+// or without it.
 func (c *Config) Render() []byte {
 	var b bytes.Buffer
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	dir := func(name string) string { return filepath.Join(c.Dir, name) }
+	c.renderMain(p)
+	p("http {")
+	c.renderHTTP(p)
+	c.renderUpstream(p, "backend", "", []string{c.Upstream})
+	renderServer(p, c.Listen, "backend")
+	if len(c.Sessions) > 0 {
+		c.renderUpstream(p, "sessions", "hash $http_x_session_id consistent;", c.Sessions)
+		renderServer(p, c.SessionsListen, "sessions")
+	}
+	p("}")
+	return b.Bytes()
+}
+
+// printer writes one line of the config.
+type printer func(format string, args ...any)
+
+func (c *Config) dir(name string) string { return filepath.Join(c.Dir, name) }
+
+// renderMain writes the main context: process, pid, logs and events.
+func (c *Config) renderMain(p printer) {
 	workers := "auto"
 	if c.WorkerProcesses > 0 {
 		workers = fmt.Sprint(c.WorkerProcesses)
@@ -48,27 +80,45 @@ func (c *Config) Render() []byte {
 	p("master_process on;")
 	p("worker_processes %s;", workers)
 	p("worker_rlimit_nofile %d;", c.RlimitNofile)
-	p("pid %s;", dir("nginx.pid"))
-	p("error_log %s warn;", dir("error.log"))
+	p("pid %s;", c.dir("nginx.pid"))
+	p("error_log %s warn;", c.dir("error.log"))
 	p("events {\n    worker_connections %d;\n}", c.WorkerConnections)
-	p("http {")
+}
+
+// renderHTTP writes the http context's own directives.
+func (c *Config) renderHTTP(p printer) {
 	p("    access_log off;")
 	for _, t := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
-		p("    %s_temp_path %s;", t, dir(filepath.Join("temp", t)))
+		p("    %s_temp_path %s;", t, c.dir(filepath.Join("temp", t)))
 	}
 	p("    client_max_body_size 16m;")
 	p("    keepalive_requests 1000000;")
 	p("    keepalive_timeout 75s;")
-	p("    upstream backend {")
-	p("        server %s;", c.Upstream)
+}
+
+// renderUpstream writes an upstream block named name over servers, with the
+// balancing directive balance first when there is one, and keep-alive.
+func (c *Config) renderUpstream(p printer, name, balance string, servers []string) {
+	p("    upstream %s {", name)
+	if balance != "" {
+		p("        %s", balance)
+	}
+	for _, s := range servers {
+		p("        server %s;", s)
+	}
 	p("        keepalive %d;", c.KeepAlive)
 	p("        keepalive_requests 1000000;")
 	p("        keepalive_timeout 60s;")
 	p("    }")
+}
+
+// renderServer writes a server on listen whose only location proxies to
+// the upstream block named upstream.
+func renderServer(p printer, listen, upstream string) {
 	p("    server {")
-	p("        listen %s backlog=4096;", c.Listen)
+	p("        listen %s backlog=4096;", listen)
 	p("        location / {")
-	p("            proxy_pass http://backend;")
+	p("            proxy_pass http://%s;", upstream)
 	p("            proxy_http_version 1.1;")
 	p("            proxy_set_header Connection \"\";")
 	p("            proxy_buffering off;")
@@ -77,6 +127,4 @@ func (c *Config) Render() []byte {
 	p("            proxy_send_timeout 1h;")
 	p("        }")
 	p("    }")
-	p("}")
-	return b.Bytes()
 }

@@ -1,7 +1,9 @@
 // Package nginx runs nginx as the reference reverse proxy of the benchmark
 // harness: it finds (or, as root, installs) the binary, writes a config into
 // a temp dir, starts nginx as a child in the foreground on a free loopback
-// port in front of a given upstream, and stops it.
+// port in front of a given upstream (and, when given session upstreams, on a
+// second port that spreads requests over them by a consistent hash of
+// x-session-id), and stops it.
 //
 // It touches no system configuration: the pid file, logs and temp paths live
 // in the run's dir, the config is passed with -c and the prefix with -p.

@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -39,7 +41,59 @@ func TestConfigRender(t *testing.T) {
 	if !strings.Contains(string(c.Render()), "worker_processes auto;") {
 		t.Fatal("WorkerProcesses 0 did not render auto")
 	}
+	if strings.Contains(text, "sessions") {
+		t.Fatalf("a session server without sessions:\n%s", text)
+	}
 }
+
+// TestConfigRenderSessions shows the session-affinity server: its own
+// upstream block hashed by x-session-id, its own listen, the same proxy
+// settings, and everything before it the text of a config without it.
+func TestConfigRenderSessions(t *testing.T) {
+	c := Config{Listen: "127.0.0.1:8081", Upstream: "127.0.0.1:9000", Dir: "/tmp/x", WorkerProcesses: 1, KeepAlive: 256, WorkerConnections: 4096, RlimitNofile: 8192}
+	plain := c.Render()
+	c.SessionsListen, c.Sessions = "127.0.0.1:8082", []string{"127.0.0.1:9001", "127.0.0.1:9002"}
+	text := string(c.Render())
+	head := plain[:len(plain)-len("}\n")]
+	if !strings.HasPrefix(text, string(head)) {
+		t.Fatalf("the config with sessions does not start with the one without:\n%s", text)
+	}
+	sessions := text[len(head):]
+	for _, want := range []string{
+		"upstream sessions {\n        hash $http_x_session_id consistent;\n        server 127.0.0.1:9001;\n        server 127.0.0.1:9002;\n        keepalive 256;",
+		"listen 127.0.0.1:8082 backlog=4096;", "proxy_pass http://sessions;", "proxy_http_version 1.1;",
+		`proxy_set_header Connection "";`, "proxy_buffering off;", "proxy_request_buffering off;", "proxy_read_timeout 1h;",
+	} {
+		if !strings.Contains(sessions, want) {
+			t.Fatalf("session server lacks %q:\n%s", want, sessions)
+		}
+	}
+	if strings.Count(text, "{") != strings.Count(text, "}") || !strings.HasSuffix(text, "    }\n}\n") {
+		t.Fatalf("unbalanced braces:\n%s", text)
+	}
+}
+
+// TestConfigRenderGolden pins the text of a config without sessions: the
+// reference proxy of every scenario but affinity, whose figures stay
+// comparable across runs only while this text does not change.
+func TestConfigRenderGolden(t *testing.T) {
+	c := Config{Listen: "127.0.0.1:8081", Upstream: "127.0.0.1:9000", Dir: "/tmp/x", WorkerProcesses: 2, KeepAlive: 256, WorkerConnections: 4096, RlimitNofile: 8192}
+	file := filepath.Join("testdata", "main.conf")
+	if *update {
+		if err := os.WriteFile(file, c.Render(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Render(); !bytes.Equal(got, want) {
+		t.Fatalf("config differs from %s:\n%s", file, got)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/main.conf")
 
 func TestVersionCompare(t *testing.T) {
 	f := func(v [3]int, want bool) {
@@ -63,11 +117,40 @@ func TestStartRefusesNonLoopbackUpstream(t *testing.T) {
 	if !errors.Is(err, load.ErrNotLoopback) {
 		t.Fatalf("Start error %v, want ErrNotLoopback", err)
 	}
+	_, err = Start(Options{Binary: "/nonexistent", Upstream: "127.0.0.1:80", Sessions: []string{"127.0.0.1:81", "10.0.0.1:80"}})
+	if !errors.Is(err, load.ErrNotLoopback) {
+		t.Fatalf("Start with a remote session upstream: %v, want ErrNotLoopback", err)
+	}
 }
 
 // upstream is a trivial fasthttp server: "/" echoes the path and method and
 // reports the Connection header nginx sent; "/sse" streams 5 events.
 func upstream(t *testing.T) (addr string, conns *atomic.Int64) {
+	t.Helper()
+	return serve(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/sse" {
+			ctx.SetContentType("text/event-stream")
+			ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+				for i := range 5 {
+					fmt.Fprintf(w, "event: delta\ndata: {\"i\":%d}\n\n", i)
+					_ = w.Flush()
+				}
+			})
+			return
+		}
+		fmt.Fprintf(ctx, "%s %s conn=%q body=%s", ctx.Method(), ctx.RequestURI(), ctx.Request.Header.Peek("Connection"), ctx.PostBody())
+	})
+}
+
+// named is a fasthttp server that answers every request with its name.
+func named(t *testing.T, name string) (addr string, conns *atomic.Int64) {
+	t.Helper()
+	return serve(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString(name) })
+}
+
+// serve serves h on a loopback port until the test ends, counting the
+// connections that sent a request.
+func serve(t *testing.T, h fasthttp.RequestHandler) (addr string, conns *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -79,17 +162,7 @@ func upstream(t *testing.T) (addr string, conns *atomic.Int64) {
 			if ctx.ConnRequestNum() == 1 {
 				conns.Add(1)
 			}
-			if string(ctx.Path()) == "/sse" {
-				ctx.SetContentType("text/event-stream")
-				ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-					for i := range 5 {
-						fmt.Fprintf(w, "event: delta\ndata: {\"i\":%d}\n\n", i)
-						_ = w.Flush()
-					}
-				})
-				return
-			}
-			fmt.Fprintf(ctx, "%s %s conn=%q body=%s", ctx.Method(), ctx.RequestURI(), ctx.Request.Header.Peek("Connection"), ctx.PostBody())
+			h(ctx)
 		},
 	}
 	done := make(chan struct{})
@@ -106,12 +179,12 @@ func upstream(t *testing.T) (addr string, conns *atomic.Int64) {
 	return ln.Addr().String(), conns
 }
 
-func startOrSkip(t *testing.T, up string) *Server {
+func startOrSkip(t *testing.T, up string, sessions ...string) *Server {
 	t.Helper()
 	if _, err := Find(); err != nil {
 		t.Skip(err)
 	}
-	s, err := Start(Options{Upstream: up})
+	s, err := Start(Options{Upstream: up, Sessions: sessions})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,6 +237,80 @@ func TestNginxProxies(t *testing.T) {
 	if _, err := load.ReadProcs(pids...); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestNginxSessions shows the session-affinity port: many session ids reach
+// every one of four upstreams, each id always the same one, over kept-alive
+// connections; the first port still sends everything to its one upstream.
+func TestNginxSessions(t *testing.T) {
+	main, _ := named(t, "main")
+	var sessions []string
+	var conns []*atomic.Int64
+	for i := range 4 {
+		addr, c := named(t, fmt.Sprintf("s%d", i))
+		sessions, conns = append(sessions, addr), append(conns, c)
+	}
+	s := startOrSkip(t, main, sessions...)
+	if s.SessionsAddr == "" || s.SessionsAddr == s.Addr || s.SessionsURL() != "http://"+s.SessionsAddr {
+		t.Fatalf("addr %q, sessions addr %q, sessions URL %q", s.Addr, s.SessionsAddr, s.SessionsURL())
+	}
+
+	// 400 ids, each sent twice, the second time in reverse order so that a
+	// rotation (round robin) cannot line up with the first pass. Each upstream
+	// owns about a quarter of nginx's hash ring (160 points per server): even
+	// at a tenth, the chance that one gets none of 400 ids is under 1e-18.
+	const ids = 400
+	picked := sessionPicks(t, s.SessionsURL(), ids, false)
+	seen := map[string]int{}
+	for id, name := range sessionPicks(t, s.SessionsURL(), ids, true) {
+		if name != picked[id] {
+			t.Fatalf("session %d went to %s, then to %s", id, picked[id], name)
+		}
+		seen[name]++
+	}
+	t.Logf("sessions per upstream: %v", seen)
+	if len(seen) != 4 || seen["main"] != 0 {
+		t.Fatalf("sessions reached %v, want s0 to s3", seen)
+	}
+	if got := sessionPicks(t, s.URL(), 20, false); strings.Join(got, "") != strings.Repeat("main", 20) {
+		t.Fatalf("the first port sent sessions to %v, want main only", got)
+	}
+
+	// 4 client connections take at most 4 connections to each upstream when
+	// nginx keeps them alive, where 400 requests would open ~400 otherwise.
+	spec := &load.Spec{URL: s.SessionsURL() + "/", Mutate: load.NewSessionPool(ids, "k").HeaderMutator("x-session-id")}
+	r, err := load.Run(context.Background(), spec, load.Options{Connections: 4, MaxRequests: 400})
+	if err != nil || r.OK != 400 {
+		t.Fatalf("err=%v ok=%d errors=%v", err, r.OK, r.Errors)
+	}
+	for i, c := range conns {
+		if n := c.Load(); n > 8 {
+			t.Fatalf("nginx opened %d connections to upstream %d: no keep-alive", n, i)
+		}
+	}
+}
+
+// sessionPicks sends one request with each of n session ids to url, from
+// the last id down when reverse, and returns the name of the upstream that
+// answered each, by id.
+func sessionPicks(t *testing.T, url string, n int, reverse bool) []string {
+	t.Helper()
+	var req fasthttp.Request
+	var resp fasthttp.Response
+	names := make([]string, n)
+	for j := range n {
+		i := j
+		if reverse {
+			i = n - 1 - j
+		}
+		req.SetRequestURI(url + "/v1/chat/completions")
+		req.Header.Set("x-session-id", fmt.Sprintf("bench-session-%d", i))
+		if err := fasthttp.DoTimeout(&req, &resp, 5*time.Second); err != nil || resp.StatusCode() != 200 {
+			t.Fatalf("session %d: %v, status %d", i, err, resp.StatusCode())
+		}
+		names[i] = string(resp.Body())
+	}
+	return names
 }
 
 func TestNginxStopRemovesEverything(t *testing.T) {

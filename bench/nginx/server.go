@@ -32,6 +32,10 @@ type Options struct {
 	Binary string
 	// Upstream is the loopback host:port to proxy to.
 	Upstream string
+	// Sessions, when not empty, are loopback host:ports that a second port
+	// (Server.SessionsAddr) spreads its requests over by a consistent hash
+	// of the x-session-id header. The first port is the same without them.
+	Sessions []string
 	// WorkerProcesses is the number of workers: 0 means 1, negative means
 	// auto (one per core). See the package doc for the choice.
 	WorkerProcesses int
@@ -51,6 +55,9 @@ type Options struct {
 type Server struct {
 	// Addr is the 127.0.0.1:port nginx listens on.
 	Addr string
+	// SessionsAddr is the 127.0.0.1:port of the session-affinity server,
+	// empty when Options.Sessions was.
+	SessionsAddr string
 	// Dir holds nginx.conf, error.log, stderr.log and nginx.pid.
 	Dir string
 
@@ -65,12 +72,23 @@ type Server struct {
 // URL returns the http:// base URL of the proxy.
 func (s *Server) URL() string { return "http://" + s.Addr }
 
+// SessionsURL returns the http:// base URL of the session-affinity server,
+// or "" when there is none.
+func (s *Server) SessionsURL() string {
+	if s.SessionsAddr == "" {
+		return ""
+	}
+	return "http://" + s.SessionsAddr
+}
+
 // Start writes a config and starts nginx in front of opts.Upstream on a free
-// loopback port, and returns once that port accepts connections. The caller
-// must Stop it.
+// loopback port (and in front of opts.Sessions on another), and returns once
+// its ports accept connections. The caller must Stop it.
 func Start(opts Options) (*Server, error) {
-	if err := load.CheckLoopback(opts.Upstream); err != nil {
-		return nil, fmt.Errorf("cannot proxy to %q: %w", opts.Upstream, err)
+	for _, up := range append([]string{opts.Upstream}, opts.Sessions...) {
+		if err := load.CheckLoopback(up); err != nil {
+			return nil, fmt.Errorf("cannot proxy to %q: %w", up, err)
+		}
 	}
 	bin := opts.Binary
 	if bin == "" {
@@ -106,13 +124,17 @@ func Start(opts Options) (*Server, error) {
 
 var errAddrInUse = errors.New("nginx: address already in use")
 
-// startOnce starts nginx on a port that was free a moment ago.
+// startOnce starts nginx on ports that were free a moment ago.
 func startOnce(bin, dir string, opts *Options) (*Server, error) {
-	addr, err := freePort()
+	n := 1
+	if len(opts.Sessions) > 0 {
+		n = 2
+	}
+	addrs, err := freePorts(n)
 	if err != nil {
 		return nil, err
 	}
-	cfg := newConfig(addr, dir, opts)
+	cfg := newConfig(addrs, dir, opts)
 	if err := writeFiles(dir, cfg.Render()); err != nil {
 		return nil, err
 	}
@@ -132,7 +154,7 @@ func startOnce(bin, dir string, opts *Options) (*Server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: cannot start %s: %v", ErrNotAvailable, bin, err)
 	}
-	s := &Server{Addr: addr, Dir: dir, cmd: cmd, exited: make(chan struct{})}
+	s := &Server{Addr: cfg.Listen, SessionsAddr: cfg.SessionsListen, Dir: dir, cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		s.waitErr = cmd.Wait()
 		close(s.exited)
@@ -144,15 +166,21 @@ func startOnce(bin, dir string, opts *Options) (*Server, error) {
 	return s, nil
 }
 
-func newConfig(addr, dir string, opts *Options) *Config {
+// newConfig returns the config of opts on addrs: the first for the proxy,
+// the second, when there are sessions, for the session-affinity server.
+func newConfig(addrs []string, dir string, opts *Options) *Config {
 	c := &Config{
-		Listen:            addr,
+		Listen:            addrs[0],
 		Upstream:          opts.Upstream,
+		Sessions:          opts.Sessions,
 		Dir:               dir,
 		WorkerProcesses:   max(opts.WorkerProcesses, 0),
 		KeepAlive:         opts.KeepAlive,
 		WorkerConnections: opts.WorkerConnections,
 		RlimitNofile:      fileHardLimit(),
+	}
+	if len(opts.Sessions) > 0 {
+		c.SessionsListen = addrs[1]
 	}
 	if opts.WorkerProcesses == 0 {
 		c.WorkerProcesses = 1
@@ -211,22 +239,30 @@ func commandArgs(bin, dir string) ([]string, error) {
 	return args, nil
 }
 
-// freePort returns a 127.0.0.1 address whose port was free just now.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("cannot find a free port: %w", err)
+// freePorts returns n 127.0.0.1 addresses whose ports were free just now,
+// all different: each is held until all are found.
+func freePorts(n int) ([]string, error) {
+	addrs := make([]string, 0, n)
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("cannot find a free port: %w", err)
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
 	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		return "", fmt.Errorf("cannot find a free port: %w", err)
-	}
-	return addr, nil
+	return addrs, nil
 }
 
 // waitReady waits until nginx has written its pid file, which it does once
-// its sockets are bound, and Addr answers; or until nginx exits or timeout
-// passes.
+// its sockets are bound, and Addr and SessionsAddr answer; or until nginx
+// exits or timeout passes.
 func (s *Server) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	backoff := 2 * time.Millisecond
@@ -237,25 +273,35 @@ func (s *Server) waitReady(timeout time.Duration) error {
 		case <-time.After(backoff):
 		}
 		if time.Now().After(deadline) {
-			return s.startError(fmt.Errorf("port %s did not answer within %v", s.Addr, timeout))
+			return s.startError(fmt.Errorf("port %s did not answer within %v", strings.Join(s.addrs(), " or "), timeout))
 		}
 		backoff = min(2*backoff, 100*time.Millisecond)
 	}
 	return nil
 }
 
-// ready reports whether the pid file names our nginx and Addr accepts.
+// ready reports whether the pid file names our nginx and every address accepts.
 func (s *Server) ready() bool {
 	b, err := os.ReadFile(filepath.Join(s.Dir, "nginx.pid"))
 	if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(s.cmd.Process.Pid) {
 		return false
 	}
-	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
-	if err != nil {
-		return false
+	for _, addr := range s.addrs() {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		_ = c.Close()
 	}
-	_ = c.Close()
 	return true
+}
+
+// addrs returns the addresses nginx listens on.
+func (s *Server) addrs() []string {
+	if s.SessionsAddr == "" {
+		return []string{s.Addr}
+	}
+	return []string{s.Addr, s.SessionsAddr}
 }
 
 // startError wraps cause with the end of nginx's logs.

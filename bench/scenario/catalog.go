@@ -143,10 +143,16 @@ func affinity(o load.Options) Scenario {
 	return Scenario{
 		Name: "affinity",
 		Description: fmt.Sprintf("Chat completion, not streamed, each request with the next of %d x-session-id values; "+
-			"the gateway spreads them over 4 simulator deployments by consistent hash, direct and nginx go to the first. "+
+			"the gateway spreads them over 4 simulator deployments by consistent hash, nginx spreads them over the same 4 "+
+			"simulators with `hash $http_x_session_id consistent`, direct goes to the first. "+
 			"Closed loop over %d connections.", Sessions, o.Connections),
 		Load: o,
 		build: func(_ context.Context, env *Env, t *Target) (*load.Spec, error) {
+			if t.SessionURL != "" {
+				st := *t
+				st.URL = t.SessionURL
+				t = &st
+			}
 			s := r.spec(env, t)
 			s.Mutate = load.NewSessionPool(Sessions, "bench-session-").HeaderMutator("x-session-id")
 			return s, nil

@@ -49,6 +49,11 @@ type Target struct {
 	Kind Kind
 	// URL is the base URL, "http://127.0.0.1:port", without a trailing slash.
 	URL string
+	// SessionURL, when set, is the base URL the affinity scenario uses
+	// instead of URL: a proxy's entry point that spreads sessions over every
+	// simulator deployment, as the gateway does. Direct has none: it is the
+	// floor, not a proxy.
+	SessionURL string
 }
 
 // Keys are the credentials of one deployment: the caller's key at the gateway,

@@ -30,7 +30,7 @@ var testParams = Params{Duration: time.Second, Uploads: 2, IdleStreams: 4, IdleH
 
 // deployment is an in-process copy of what the harness runs: four simulator
 // deployments, the gateway in front of them and, where nginx is installed,
-// nginx in front of the first.
+// nginx in front of the first and, on its session port, of all four.
 type deployment struct {
 	env     Env
 	sims    []*sim.Server
@@ -54,12 +54,16 @@ func startDeployment(t *testing.T) *deployment {
 	d.targets = append(d.targets, Target{Name: "direct", Kind: Direct, URL: urls[0]})
 	d.targets = append(d.targets, Target{Name: "gateway", Kind: Gateway, URL: startGateway(t, urls)})
 	if _, err := nginx.Find(); err == nil {
-		n, err := nginx.Start(nginx.Options{Upstream: d.sims[0].Addr()})
+		var addrs []string
+		for _, s := range d.sims {
+			addrs = append(addrs, s.Addr())
+		}
+		n, err := nginx.Start(nginx.Options{Upstream: addrs[0], Sessions: addrs})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = n.Stop() })
-		d.targets = append(d.targets, Target{Name: "nginx", Kind: Proxy, URL: n.URL()})
+		d.targets = append(d.targets, Target{Name: "nginx", Kind: Proxy, URL: n.URL(), SessionURL: n.SessionsURL()})
 	} else {
 		t.Logf("no nginx target: %v", err)
 	}
@@ -172,20 +176,45 @@ func TestStreamCheckCountsEvents(t *testing.T) {
 }
 
 // TestAffinitySpreads shows that the affinity scenario's sessions reach all
-// four deployments through the gateway, each session always the same one.
+// four deployments through the gateway and through nginx, each session
+// always the same one, while direct stays on the first.
 func TestAffinitySpreads(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts simulators and a gateway")
+		t.Skip("starts simulators, a gateway and nginx")
 	}
 	d := startDeployment(t)
 	sc, err := Select(All(testParams), []string{"affinity"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := sc[0].Prepare(context.Background(), &d.env, &d.targets[1])
-	if err != nil {
-		t.Fatal(err)
+	for _, tg := range d.targets {
+		t.Run(tg.Name, func(t *testing.T) {
+			spec, err := sc[0].Prepare(context.Background(), &d.env, &tg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 4
+			if tg.Kind == Direct {
+				want = 1
+			}
+			if tg.Kind == Proxy && !strings.HasPrefix(spec.URL, tg.SessionURL+"/") {
+				t.Fatalf("nginx affinity spec goes to %s, not to its session port %s", spec.URL, tg.SessionURL)
+			}
+			if seen := sessionDeployments(t, spec); len(seen) != want {
+				t.Fatalf("sessions reached %d deployments, want %d: %v", len(seen), want, seen)
+			}
+		})
 	}
+	if len(d.targets) < 3 {
+		t.Log("nginx not installed: its affinity was not checked")
+	}
+}
+
+// sessionDeployments sends spec's first 200 sessions twice, the second time
+// in reverse order, checks that each session stays on one deployment, and
+// returns the requests each deployment answered.
+func sessionDeployments(t *testing.T, spec *load.Spec) map[string]int {
+	t.Helper()
 	const n = 200
 	first := make(map[uint64]string)
 	seen := make(map[string]int)
@@ -193,22 +222,24 @@ func TestAffinitySpreads(t *testing.T) {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	for seq := range uint64(2 * n) {
-		req := newRequest(spec, seq%n)
+		id := seq
+		if seq >= n {
+			id = 2*n - 1 - seq
+		}
+		req := newRequest(spec, id)
 		err := c.DoTimeout(req, resp, 10*time.Second)
 		fasthttp.ReleaseRequest(req)
 		if err != nil || resp.StatusCode() != 200 {
 			t.Fatalf("request %d: %v %d %s", seq, err, resp.StatusCode(), resp.Body())
 		}
 		dep := string(resp.Header.Peek("x-sim-deployment"))
-		if want, ok := first[seq%n]; ok && want != dep {
-			t.Fatalf("session %d moved from %s to %s", seq%n, want, dep)
+		if want, ok := first[id]; ok && want != dep {
+			t.Fatalf("session %d moved from %s to %s", id, want, dep)
 		}
-		first[seq%n] = dep
+		first[id] = dep
 		seen[dep]++
 	}
-	if len(seen) != 4 {
-		t.Fatalf("sessions reached %d deployments, want 4: %v", len(seen), seen)
-	}
+	return seen
 }
 
 func TestSelect(t *testing.T) {

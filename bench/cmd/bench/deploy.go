@@ -48,7 +48,8 @@ type deployment struct {
 const redisPort = 7191
 
 // deploy starts the simulators, the gateway in front of them and nginx in
-// front of the first simulator. On error, whatever started is stopped.
+// front of the first simulator and, on its session port, of all of them. On
+// error, whatever started is stopped.
 func deploy(ctx context.Context, o *options, root string, log io.Writer) (d *deployment, err error) {
 	dir, err := os.MkdirTemp("", "modelgate-bench-")
 	if err != nil {
@@ -159,8 +160,10 @@ func (d *deployment) startRedis(log io.Writer) error {
 }
 
 // startNginx installs nginx if it can and starts it with one worker per core
-// (worker_processes auto, as deployed by default). Any failure leaves a
-// reason in nginxSkipped.
+// (worker_processes auto, as deployed by default), in front of the first
+// simulator and, for the affinity scenario, of every simulator by a
+// consistent hash of the session id. Any failure leaves a reason in
+// nginxSkipped.
 func (d *deployment) startNginx(ctx context.Context) {
 	bin, err := nginx.Ensure(ctx)
 	if err == nil {
@@ -170,7 +173,7 @@ func (d *deployment) startNginx(ctx context.Context) {
 		}
 	}
 	if err == nil {
-		d.nginx, err = nginx.Start(nginx.Options{Binary: bin, Upstream: d.simAddrs[0], WorkerProcesses: -1})
+		d.nginx, err = nginx.Start(nginx.Options{Binary: bin, Upstream: d.simAddrs[0], Sessions: d.simAddrs, WorkerProcesses: -1})
 	}
 	if err == nil {
 		d.nginxPIDs, err = d.nginxWorkers()
@@ -227,7 +230,7 @@ func (d *deployment) targets() []target {
 	}
 	n := target{Target: scenario.Target{Name: "nginx", Kind: scenario.Proxy}, skipped: d.nginxSkipped}
 	if d.nginx != nil {
-		n.URL, n.pids = d.nginx.URL(), d.nginxPIDs
+		n.URL, n.SessionURL, n.pids = d.nginx.URL(), d.nginx.SessionsURL(), d.nginxPIDs
 	}
 	return append(ts, rg, n)
 }

@@ -29,8 +29,10 @@ func (r *runner) notes() []string {
 		fmt.Sprintf("CPU budget as each proxy is deployed by default: the gateway runs with Go's default GOMAXPROCS (= %d, the cores; "+
 			"GOMAXPROCS unset in its environment: %t); nginx runs worker_processes auto (%s). The harness itself runs with GOMAXPROCS %d.",
 			cores, os.Getenv("GOMAXPROCS") == "", r.nginxWorkers(), runtime.GOMAXPROCS(0)),
-		"Targets: direct is the upstream simulator itself (the floor); gateway is bin/gateway in front of it; " +
-			"nginx is a keep-alive reverse proxy with buffering off in front of the same simulator" + r.nginxVersion() + ".",
+		fmt.Sprintf("Targets: direct is the upstream simulator itself (the floor); gateway is bin/gateway in front of it; "+
+			"nginx is a keep-alive reverse proxy with buffering off in front of the same simulator%s; in the affinity scenario, "+
+			"in front of all %d simulators with hash $http_x_session_id consistent, as the gateway spreads sessions over them.",
+			r.nginxVersion(), simDeployments),
 		"CPU µs/req and peak RSS are those of the target's own processes while it is measured: the simulator process for direct, " +
 			"the gateway process for gateway, the nginx master and workers for nginx.",
 		fmt.Sprintf("Gateway config: one key; an alpha and a beta upstream per simulator, max_conns %d per deployment "+
