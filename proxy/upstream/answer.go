@@ -213,9 +213,12 @@ func (b *answerBody[C]) ready() bool {
 	return chunkBuffered(p)
 }
 
-// chunkBuffered reports whether p starts with a whole non-final chunk: its
-// size line, data and CRLF. The final chunk counts as not ready: it ends
-// the body, and the relay has nothing to gather after it.
+// chunkBuffered reports whether p starts with a whole chunk: its size line,
+// data and CRLF; for the final chunk, its size line and the CRLF that ends
+// the body without trailers. Reading the final chunk at once lets the relay
+// know that the events it holds are the stream's last (see Relay.SetTail); a
+// final chunk with trailers counts as not ready, as the relay would wait for
+// their end.
 func chunkBuffered(p []byte) bool {
 	size, i := 0, 0
 	for ; i < len(p); i++ {
@@ -228,11 +231,14 @@ func chunkBuffered(p []byte) bool {
 		}
 		size = size<<4 | int(d)
 	}
-	if i == 0 || size == 0 {
+	if i == 0 {
 		return false
 	}
 	for ; i < len(p) && p[i] != '\n'; i++ { // extensions, up to the CRLF
 	}
 	// p[i] is the size line's '\n'; then size bytes of data and CRLF.
+	if size == 0 {
+		return i+2 < len(p) && p[i+1] == '\r' && p[i+2] == '\n'
+	}
 	return i < len(p) && len(p)-(i+1) >= size+2
 }

@@ -180,7 +180,10 @@ func TestChunkBuffered(t *testing.T) {
 		"9;ext=1\r\ndata: a\n\n\r\nmore": true,
 		"A\r\n0123456789\r\n":            true,
 		"a\r\n012345678\r\n":             false,
-		"0\r\n\r\n":                      false, // the final chunk
+		"0\r\n\r\n":                      true, // the final chunk, whole
+		"0\r\n\r":                        false,
+		"0;ext=1\r\n\r\n":                true,
+		"0\r\nX-Trailer: 1\r\n\r\n":      false, // trailers: their end is not looked for
 		"zz\r\n":                         false,
 		"fffffffff\r\n":                  false, // nine digits: beyond any gathered chunk
 	} {
