@@ -569,6 +569,9 @@ func (c *call) relay() {
 		tap = c
 	}
 	size := c.up.Stream(out, c.family, c.ep == epResponsesCreate, tap)
+	if cc, ok := c.ctx.Conn().(*clientConn); ok {
+		c.up.SetTail(cc)
+	}
 	c.done = true // ownership passes to the body stream: Close releases the call
 	c.g.streamStarted(c)
 	out.SetBodyStream(c, size)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,11 +34,18 @@ func (l *clientListener) Accept() (net.Conn, error) {
 }
 
 // clientConn is a client connection whose writes give up after idle without
-// progress. Not safe for concurrent writes (fasthttp writes from one
-// goroutine per connection).
+// progress, and which can hold back the end of a stream so that it leaves in
+// one write (see HoldTail). Not safe for concurrent writes (fasthttp writes
+// from one goroutine per connection); Close may come from another goroutine
+// (fasthttp's shutdown closes idle connections).
 type clientConn struct {
 	net.Conn
 	idle time.Duration
+	// holding is set by HoldTail; mu guards held and the writes made while
+	// holding, against a Close from another goroutine.
+	holding atomic.Bool
+	mu      sync.Mutex
+	held    *[]byte // pooled; nil when nothing is held
 	// deadline is the write deadline in force; it is moved only when the
 	// wanted one is later by more than a sixteenth of idle, so a busy stream
 	// does not re-arm a timer on every write.
@@ -45,7 +54,76 @@ type clientConn struct {
 	readDeadline time.Time
 }
 
+// heldCap bounds the bytes a connection holds back: an SSE relay's largest
+// write (one pooled relay buffer of events) and its chunk framing.
+const heldCap = 32<<10 + 64
+
+var heldPool = sync.Pool{New: func() any { b := make([]byte, 0, heldCap); return &b }}
+
+// HoldTail holds back the writes that follow, until the next read, deadline
+// change or close, which sends them in one write. An SSE relay calls it before
+// the last events of a stream: fasthttp writes them, then the chunked body's
+// end in two more flushes, then reads the next request. Bytes that would not
+// fit in heldCap are sent at once, after what was held.
+func (c *clientConn) HoldTail() { c.holding.Store(true) }
+
 func (c *clientConn) Write(p []byte) (int, error) {
+	if c.holding.Load() {
+		held, err := c.hold(p)
+		if err != nil {
+			return 0, err
+		}
+		if held {
+			return len(p), nil
+		}
+	}
+	return c.write(p)
+}
+
+// hold keeps p with the bytes held back, and reports whether it did. When p
+// would not fit, what is held is sent and holding ends: p is the caller's to
+// write. Nothing is held once a Close from another goroutine sent it.
+func (c *clientConn) hold(p []byte) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.holding.Load() {
+		return false, nil
+	}
+	if c.held == nil {
+		c.held = heldPool.Get().(*[]byte)
+	}
+	if len(*c.held)+len(p) <= heldCap {
+		*c.held = append(*c.held, p...)
+		return true, nil
+	}
+	return false, c.sendHeldLocked()
+}
+
+// sendHeld sends what HoldTail held back, and stops holding.
+func (c *clientConn) sendHeld() error {
+	if !c.holding.Load() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sendHeldLocked()
+}
+
+func (c *clientConn) sendHeldLocked() error {
+	c.holding.Store(false)
+	if c.held == nil {
+		return nil
+	}
+	b := *c.held
+	_, err := c.write(b)
+	*c.held = b[:0]
+	heldPool.Put(c.held)
+	c.held = nil
+	return err
+}
+
+// write writes p, re-arming the idle deadline while the client takes bytes.
+func (c *clientConn) write(p []byte) (int, error) {
 	written := 0
 	for {
 		if err := c.arm(); err != nil {
@@ -72,13 +150,34 @@ func (c *clientConn) arm() error {
 // SetWriteDeadline and SetDeadline are fasthttp's; the next write re-arms
 // the idle deadline.
 func (c *clientConn) SetWriteDeadline(t time.Time) error {
+	if err := c.sendHeld(); err != nil {
+		return err
+	}
 	c.deadline = time.Time{}
 	return c.Conn.SetWriteDeadline(t)
 }
 
 func (c *clientConn) SetDeadline(t time.Time) error {
+	if err := c.sendHeld(); err != nil {
+		return err
+	}
 	c.deadline, c.readDeadline = time.Time{}, t
 	return c.Conn.SetDeadline(t)
+}
+
+// Read sends what is held back first: the server reads the next request
+// only once the answer before it is complete.
+func (c *clientConn) Read(p []byte) (int, error) {
+	if err := c.sendHeld(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(p)
+}
+
+// Close sends what is held back, then closes the connection.
+func (c *clientConn) Close() error {
+	c.sendHeld()
+	return c.Conn.Close()
 }
 
 // SetReadDeadline is fasthttp's: it sets one twice per request on a kept-alive
@@ -88,6 +187,9 @@ func (c *clientConn) SetDeadline(t time.Time) error {
 // deadline may thus fall up to a sixteenth of its timeout early. An earlier
 // deadline, and clearing one, always take effect.
 func (c *clientConn) SetReadDeadline(t time.Time) error {
+	if err := c.sendHeld(); err != nil {
+		return err
+	}
 	if !t.IsZero() && !c.readDeadline.IsZero() {
 		if later := t.Sub(c.readDeadline); later >= 0 && later <= time.Until(t)>>4 {
 			return nil
@@ -100,6 +202,7 @@ func (c *clientConn) SetReadDeadline(t time.Time) error {
 // CloseWrite shuts the write side of the connection, for a lingering close
 // (see lingerClose).
 func (c *clientConn) CloseWrite() error {
+	c.sendHeld()
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}

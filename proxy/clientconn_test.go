@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -72,5 +74,112 @@ func TestClientReadDeadline(t *testing.T) {
 	}
 	if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("read past SetDeadline's deadline: %v, want a deadline error", err)
+	}
+}
+
+// countConn counts the writes that reach the connection under a clientConn.
+type countConn struct {
+	net.Conn
+	writes int
+}
+
+func (c *countConn) Write(p []byte) (int, error) {
+	c.writes++
+	return c.Conn.Write(p)
+}
+
+// After HoldTail, what is written waits for the server's next read, deadline
+// or close, and then leaves in one write, in order; holding ends there.
+func TestClientHoldsTheTail(t *testing.T) {
+	for _, end := range []struct {
+		name string
+		do   func(c *clientConn) error
+	}{
+		{"read", func(c *clientConn) error { _, err := c.Read(make([]byte, 1)); return err }},
+		{"read deadline", func(c *clientConn) error { return c.SetReadDeadline(time.Now().Add(time.Minute)) }},
+		{"write deadline", func(c *clientConn) error { return c.SetWriteDeadline(time.Time{}) }},
+		{"deadline", func(c *clientConn) error { return c.SetDeadline(time.Time{}) }},
+		{"close write", func(c *clientConn) error { return c.CloseWrite() }},
+		{"close", func(c *clientConn) error { return c.Close() }},
+	} {
+		t.Run(end.name, func(t *testing.T) {
+			client, server := loopbackPair(t)
+			under := &countConn{Conn: server}
+			c := &clientConn{Conn: under, idle: time.Minute}
+			if _, err := client.Write([]byte{'x'}); err != nil { // what "read" reads
+				t.Fatal(err)
+			}
+			c.HoldTail()
+			for _, s := range []string{"1a\r\nevents\r\n", "0\r\n", "\r\n"} {
+				if n, err := c.Write([]byte(s)); n != len(s) || err != nil {
+					t.Fatalf("held write: %d, %v", n, err)
+				}
+			}
+			if under.writes != 0 {
+				t.Fatalf("%d writes reached the connection while holding", under.writes)
+			}
+			if err := end.do(c); err != nil {
+				t.Fatal(err)
+			}
+			if under.writes != 1 {
+				t.Fatalf("%d writes after %s, want 1", under.writes, end.name)
+			}
+			want := "1a\r\nevents\r\n0\r\n\r\n"
+			got := make([]byte, len(want))
+			if _, err := io.ReadFull(client, got); err != nil || string(got) != want {
+				t.Fatalf("client read %q, %v; want %q", got, err, want)
+			}
+			if end.name == "close" || end.name == "close write" {
+				return
+			}
+			if _, err := c.Write([]byte("next")); err != nil || under.writes != 2 {
+				t.Fatalf("a write after the tail was sent: %v, %d writes, want it sent at once", err, under.writes)
+			}
+		})
+	}
+}
+
+// Bytes that would overflow what a connection holds send what is held, then
+// themselves, in order, and end the holding.
+func TestClientHoldOverflow(t *testing.T) {
+	client, server := loopbackPair(t)
+	under := &countConn{Conn: server}
+	c := &clientConn{Conn: under, idle: time.Minute}
+	c.HoldTail()
+	first := strings.Repeat("a", heldCap-4)
+	second := strings.Repeat("b", 8)
+	for _, s := range []string{first, second} {
+		if n, err := c.Write([]byte(s)); n != len(s) || err != nil {
+			t.Fatalf("write: %d, %v", n, err)
+		}
+	}
+	if under.writes != 2 || c.holding.Load() {
+		t.Fatalf("%d writes, holding %v; want the held bytes and the overflow sent, and holding ended", under.writes, c.holding.Load())
+	}
+	got := make([]byte, len(first)+len(second))
+	if _, err := io.ReadFull(client, got); err != nil || string(got) != first+second {
+		t.Fatalf("client read %d bytes, %v; want the held bytes, then the overflow", len(got), err)
+	}
+}
+
+// A Close from another goroutine (fasthttp's shutdown of idle connections)
+// while the server still writes its held tail neither races nor loses order.
+func TestClientHoldCloseRace(t *testing.T) {
+	_, server := loopbackPair(t)
+	c := &clientConn{Conn: server, idle: time.Minute}
+	c.HoldTail()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Close()
+	}()
+	for range 100 {
+		c.Write([]byte("0\r\n"))
+	}
+	<-done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held != nil && c.holding.Load() {
+		t.Fatal("bytes still held after Close")
 	}
 }

@@ -33,6 +33,7 @@ type Relay struct {
 	sse       bool
 	fixedSize bool
 	tap       Tap
+	tail      Tail
 	heads     eventHeads
 	ssePeek   [ssePeekSize]byte // an SSE relay's idle read; see WriteTo
 	pending   []byte            // an error frame still to be written
@@ -53,10 +54,25 @@ type Tap interface {
 	Chunk(p []byte)
 }
 
+// Tail is the client's connection as an SSE relay ends: see Relay.SetTail.
+type Tail interface {
+	// HoldTail asks the connection to hold back what is written to it from
+	// now on, until the server next reads from it, sets its deadlines or
+	// closes it, and then to send it all in one write.
+	HoldTail()
+}
+
+// SetTail has an SSE relay call t.HoldTail once its upstream stream has
+// ended, before it writes the stream's last events. fasthttp then writes the
+// chunked body's end after them, flushing each piece: held back, the last
+// events and the body's end leave the gateway in one write, where they would
+// take three, each waking the client.
+func (r *Relay) SetTail(t Tail) { r.tail = t }
+
 // Reset makes r ready for another call.
 func (r *Relay) Reset() {
 	r.resp.Reset()
-	r.dep, r.stream, r.tap = nil, nil, nil
+	r.dep, r.stream, r.tap, r.tail = nil, nil, nil, nil
 	r.wantStream, r.loaded = false, false
 	r.sse, r.fixedSize, r.broken, r.responses = false, false, false, false
 	r.heads = eventHeads{}

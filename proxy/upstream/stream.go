@@ -152,6 +152,7 @@ func (r *Relay) writeEventsTo(w io.Writer) (int64, error) {
 		n, err := r.relayEvents(w)
 		written += n
 		if err == io.EOF {
+			r.holdTail() // when the end was read apart from the last events
 			return written, nil
 		}
 		if err != nil {
@@ -190,12 +191,24 @@ func (r *Relay) relayEvents(w io.Writer) (int64, error) {
 			break
 		}
 	}
+	if err == io.EOF {
+		r.holdTail() // these are the stream's last events
+	}
 	m, werr := writeEvents(w, buf)
 	written += int64(m)
 	if werr != nil {
 		return written, werr
 	}
 	return written, err
+}
+
+// holdTail has the client's connection hold back the end of the stream (see
+// SetTail).
+func (r *Relay) holdTail() {
+	if r.tail != nil {
+		r.tail.HoldTail()
+		r.tail = nil
+	}
 }
 
 // writeFinishedEvents writes the finished events at the start of *buf and

@@ -1,0 +1,60 @@
+package upstream
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// tailLog records, in order, what a relay asks of the client's connection:
+// "hold" for HoldTail, the bytes of each write otherwise.
+type tailLog []string
+
+func (l *tailLog) HoldTail() { *l = append(*l, "hold") }
+
+func (l *tailLog) Write(p []byte) (int, error) {
+	*l = append(*l, string(p))
+	return len(p), nil
+}
+
+// chunk frames s as one chunk of a chunked body.
+func chunk(s string) string { return fmt.Sprintf("%x\r\n%s\r\n", len(s), s) }
+
+// An SSE relay asks the client's connection to hold the end of the stream
+// before it writes the last events, when the upstream's final chunk came with
+// them, and otherwise as soon as the final chunk is read; never twice.
+func TestRelayHoldsTheTail(t *testing.T) {
+	const (
+		first = "event: message_start\ndata: {}\n\n"
+		last  = "event: message_stop\ndata: {}\n\n"
+	)
+	for _, tc := range []struct {
+		name, end string
+		want      []string
+	}{
+		// One write of the upstream holds everything: the final chunk is read
+		// with the events, which are the last.
+		{"final chunk with the events", "0\r\n\r\n", []string{"hold", first + last}},
+		// A final chunk with trailers is not read ahead: the events go first.
+		{"final chunk with trailers", "0\r\nX-T: 1\r\n\r\n", []string{first + last, "hold"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var dials int
+			client := pipeUpstream(t, &dials, sseHead+chunk(first)+chunk(last)+tc.end)
+			var r Relay
+			if err := send(t, client, &r, true); err != nil {
+				t.Fatal(err)
+			}
+			streamed(&r)
+			defer r.Close()
+			var log tailLog
+			r.SetTail(&log)
+			if _, err := r.WriteTo(&log); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(log, "|") != strings.Join(tc.want, "|") {
+				t.Fatalf("relay did %q, want %q", log, tc.want)
+			}
+		})
+	}
+}
