@@ -109,8 +109,10 @@ func (c *clientConn) sendHeld() error {
 	return c.sendHeldLocked()
 }
 
+// sendHeldLocked sends the held bytes; holding ends only once they are
+// written, so that a write racing a Close waits for them in hold.
 func (c *clientConn) sendHeldLocked() error {
-	c.holding.Store(false)
+	defer c.holding.Store(false)
 	if c.held == nil {
 		return nil
 	}
