@@ -47,6 +47,7 @@ const (
 
 var (
 	usagePrefix  = []byte(`"usage`)
+	usageWord    = usagePrefix[1:] // what Feed looks for: see there
 	usageKey     = []byte(`"usage"`)
 	usageMetaKey = []byte(`"usageMetadata"`)
 )
@@ -61,11 +62,14 @@ func (s *UsageScanner) Reset() {
 func (s *UsageScanner) Usage() Usage { return s.u }
 
 // Feed scans the next chunk of the answer. While no key is half matched, it
-// skips to the next `"usage` with bytes.Index.
+// skips to the next `usage` preceded by a quote with bytes.Index. The word is
+// looked for without its quote: bytes.Index stops at every occurrence of the
+// needle's first byte, and a quote is every few bytes of JSON where a u is
+// rare (a beta chat stream scans 3 to 4 times as fast).
 func (s *UsageScanner) Feed(p []byte) {
 	for len(p) > 0 {
 		if s.phase == phaseKey && s.match == 0 {
-			i := bytes.Index(p, usagePrefix)
+			i := bytes.Index(p, usageWord)
 			if i < 0 {
 				// the chunk's last bytes may begin a key that the next one ends
 				for _, c := range p[max(len(p)-len(usagePrefix)+1, 0):] {
@@ -73,7 +77,13 @@ func (s *UsageScanner) Feed(p []byte) {
 				}
 				return
 			}
-			p = p[i:]
+			if i == 0 || p[i-1] != '"' {
+				// Not a key's start: a quote that ended the chunk before
+				// would have left a match begun.
+				p = p[i+1:]
+				continue
+			}
+			p = p[i-1:]
 		}
 		c := p[0]
 		p = p[1:]

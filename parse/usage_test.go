@@ -73,3 +73,22 @@ func BenchmarkUsageScanner(b *testing.B) {
 		s.Feed(stream)
 	}
 }
+
+// BenchmarkUsageScannerChatStream scans a beta chat stream as providers send
+// it: every chunk a JSON object of a dozen members, "usage":null in each when
+// the client asked for usage, the counts in the last.
+func BenchmarkUsageScannerChatStream(b *testing.B) {
+	chunk := `data: {"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741570283,` +
+		`"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_4691090a87","choices":[{"index":0,` +
+		`"delta":{"content":" the quick brown fox"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n"
+	stream := []byte(strings.Repeat(chunk, 20) + `data: {"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","choices":[],` +
+		`"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":0,` +
+		`"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0}}}` + "\n\ndata: [DONE]\n\n")
+	b.SetBytes(int64(len(stream)))
+	b.ReportAllocs()
+	var s UsageScanner
+	for b.Loop() {
+		s.Reset()
+		s.Feed(stream)
+	}
+}
