@@ -27,15 +27,15 @@ const maxUsageObject = 1 << 10
 // (its quotes would be escaped), so a match is always a member. The zero
 // value is ready; Reset makes it so again. Not safe for concurrent use.
 type UsageScanner struct {
-	u       Usage
-	match   int  // bytes of the key matched; see step
-	long    bool // the key matched is usageMetadata
-	phase   uint8
-	depth   int
-	inStr   bool
-	esc     bool
-	n       int
-	capture [maxUsageObject]byte
+	u     Usage
+	match int  // bytes of the key matched; see step
+	long  bool // the key matched is usageMetadata
+	phase uint8
+	depth int
+	inStr bool
+	esc   bool
+	n     int
+	obj   [maxUsageObject]byte // the usage object captured so far
 }
 
 const (
@@ -85,13 +85,12 @@ func (s *UsageScanner) Feed(p []byte) {
 			}
 			p = p[i-1:]
 		}
-		c := p[0]
-		p = p[1:]
 		if s.phase == phaseValue {
-			s.value(c)
-		} else {
-			s.step(c)
+			p = p[s.capture(p):]
+			continue
 		}
+		s.step(p[0])
+		p = p[1:]
 	}
 }
 
@@ -108,7 +107,7 @@ func (s *UsageScanner) step(c byte) {
 		}
 		if s.phase == phaseBrace && c == '{' {
 			s.phase, s.depth, s.inStr, s.esc = phaseValue, 1, false, false
-			s.capture[0], s.n = '{', 1
+			s.obj[0], s.n = '{', 1
 			return
 		}
 		s.phase, s.match = phaseKey, 0
@@ -141,28 +140,34 @@ func (s *UsageScanner) key(c byte) {
 	}
 }
 
-// value captures one byte of the usage object; at its end the object is read.
-func (s *UsageScanner) value(c byte) {
-	if s.n == len(s.capture) {
-		s.phase, s.match = phaseKey, 0 // too large for usage: not one
-		return
-	}
-	s.capture[s.n] = c
-	s.n++
-	switch {
-	case s.inStr:
-		s.inStr = s.esc || c != '"'
-		s.esc = !s.esc && c == '\\'
-	case c == '"':
-		s.inStr = true
-	case c == '{' || c == '[':
-		s.depth++
-	case c == '}' || c == ']':
-		if s.depth--; s.depth == 0 {
-			ReadUsage(s.capture[:s.n], &s.u)
-			s.phase, s.match = phaseKey, 0
+// capture copies the usage object's bytes from the start of p, and returns
+// how many it took: up to the object's end, which is then read, or all of p.
+// An object larger than maxUsageObject is not usage and is dropped.
+func (s *UsageScanner) capture(p []byte) int {
+	for i, c := range p {
+		if s.n == len(s.obj) {
+			s.phase, s.match = phaseKey, 0 // too large for usage: not one
+			return i
+		}
+		s.obj[s.n] = c
+		s.n++
+		switch {
+		case s.inStr:
+			s.inStr = s.esc || c != '"'
+			s.esc = !s.esc && c == '\\'
+		case c == '"':
+			s.inStr = true
+		case c == '{' || c == '[':
+			s.depth++
+		case c == '}' || c == ']':
+			if s.depth--; s.depth == 0 {
+				ReadUsage(s.obj[:s.n], &s.u)
+				s.phase, s.match = phaseKey, 0
+				return i + 1
+			}
 		}
 	}
+	return len(p)
 }
 
 // ReadUsage reads a usage object into u, overwriting the counts it holds:
