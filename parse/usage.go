@@ -142,32 +142,37 @@ func (s *UsageScanner) key(c byte) {
 
 // capture copies the usage object's bytes from the start of p, and returns
 // how many it took: up to the object's end, which is then read, or all of p.
-// An object larger than maxUsageObject is not usage and is dropped.
+// An object larger than maxUsageObject is not usage and is dropped. The
+// scan keeps its state in locals and copies the bytes once.
 func (s *UsageScanner) capture(p []byte) int {
-	for i, c := range p {
-		if s.n == len(s.obj) {
-			s.phase, s.match = phaseKey, 0 // too large for usage: not one
-			return i
-		}
-		s.obj[s.n] = c
-		s.n++
-		switch {
-		case s.inStr:
-			s.inStr = s.esc || c != '"'
-			s.esc = !s.esc && c == '\\'
+	depth, inStr, esc := s.depth, s.inStr, s.esc
+	fit := min(len(p), len(s.obj)-s.n)
+	taken, done := fit, false
+	for i := 0; i < fit && !done; i++ {
+		switch c := p[i]; {
+		case inStr:
+			inStr = esc || c != '"'
+			esc = !esc && c == '\\'
 		case c == '"':
-			s.inStr = true
+			inStr = true
 		case c == '{' || c == '[':
-			s.depth++
+			depth++
 		case c == '}' || c == ']':
-			if s.depth--; s.depth == 0 {
-				ReadUsage(s.obj[:s.n], &s.u)
-				s.phase, s.match = phaseKey, 0
-				return i + 1
+			if depth--; depth == 0 {
+				taken, done = i+1, true
 			}
 		}
 	}
-	return len(p)
+	s.n += copy(s.obj[s.n:], p[:taken])
+	s.depth, s.inStr, s.esc = depth, inStr, esc
+	switch {
+	case done:
+		ReadUsage(s.obj[:s.n], &s.u)
+		s.phase, s.match = phaseKey, 0
+	case fit < len(p): // too large for usage: not one
+		s.phase, s.match = phaseKey, 0
+	}
+	return taken
 }
 
 // ReadUsage reads a usage object into u, overwriting the counts it holds:
