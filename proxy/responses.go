@@ -87,13 +87,17 @@ func (c *call) responsesRoute() (dep *upstream.Deployment, r *upstream.Route, ok
 	return nil, r, r != nil
 }
 
-// routeModelName is the model a new response is recorded under: the body's,
-// else the one inherited from the previous response.
+// routeModelName is the model a new response is recorded under: the body's
+// (the routed model's id, the same name without a copy), else the one
+// inherited from the previous response.
 func (c *call) routeModelName() string {
-	if len(c.fields.Model) > 0 {
-		return string(c.fields.Model)
+	switch {
+	case len(c.fields.Model) == 0:
+		return c.inherited
+	case c.model != nil:
+		return c.model.id
 	}
-	return c.inherited
+	return string(c.fields.Model)
 }
 
 // ownedResponse loads the ownership record of id for the caller, and the
