@@ -65,12 +65,17 @@ func FuzzUsageScanner(f *testing.F) {
 func BenchmarkUsageScanner(b *testing.B) {
 	stream := []byte(strings.Repeat("data: {\"choices\":[{\"delta\":{\"content\":\"hello there\"}}],\"usage\":null}\n\n", 20) +
 		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":7}}\n\ndata: [DONE]\n\n")
-	b.SetBytes(int64(len(stream)))
+	benchScan(b, stream)
+}
+
+// benchScan measures UsageScanner over body, fed whole.
+func benchScan(b *testing.B, body []byte) {
+	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	var s UsageScanner
 	for b.Loop() {
 		s.Reset()
-		s.Feed(stream)
+		s.Feed(body)
 	}
 }
 
@@ -84,13 +89,7 @@ func BenchmarkUsageScannerChatStream(b *testing.B) {
 	stream := []byte(strings.Repeat(chunk, 20) + `data: {"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","choices":[],` +
 		`"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":0,` +
 		`"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0}}}` + "\n\ndata: [DONE]\n\n")
-	b.SetBytes(int64(len(stream)))
-	b.ReportAllocs()
-	var s UsageScanner
-	for b.Loop() {
-		s.Reset()
-		s.Feed(stream)
-	}
+	benchScan(b, stream)
 }
 
 // BenchmarkUsageScannerChatAnswer scans a beta chat completion read whole,
@@ -103,11 +102,5 @@ func BenchmarkUsageScannerChatAnswer(b *testing.B) {
 		`"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,` +
 		`"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default",` +
 		`"system_fingerprint":"fp_fc9f1d7035"}`)
-	b.SetBytes(int64(len(answer)))
-	b.ReportAllocs()
-	var s UsageScanner
-	for b.Loop() {
-		s.Reset()
-		s.Feed(answer)
-	}
+	benchScan(b, answer)
 }
