@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelgate/gateway/proxy/upstream"
 )
 
 // Listener wraps the client-facing listener ln so that a client that stops
@@ -142,7 +144,7 @@ func (c *clientConn) write(p []byte) (int, error) {
 
 func (c *clientConn) arm() error {
 	want := time.Now().Add(c.idle)
-	if want.Sub(c.deadline) <= c.idle>>4 {
+	if !upstream.DeadlineMoves(c.deadline, want, c.idle) {
 		return nil
 	}
 	c.deadline = want
@@ -192,10 +194,8 @@ func (c *clientConn) SetReadDeadline(t time.Time) error {
 	if err := c.sendHeld(); err != nil {
 		return err
 	}
-	if !t.IsZero() && !c.readDeadline.IsZero() {
-		if later := t.Sub(c.readDeadline); later >= 0 && later <= time.Until(t)>>4 {
-			return nil
-		}
+	if !upstream.DeadlineMoves(c.readDeadline, t, time.Until(t)) {
+		return nil
 	}
 	c.readDeadline = t
 	return c.Conn.SetReadDeadline(t)

@@ -102,6 +102,14 @@ func (c *deadlineConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// DeadlineMoves reports whether a connection's deadline in force, current,
+// must be moved to want, for a timeout of d: when want is earlier, or later by
+// more than a sixteenth of d. A busy connection thus does not re-arm its
+// timer on every read or write, and a deadline falls at most d/16 early.
+func DeadlineMoves(current, want time.Time, d time.Duration) bool {
+	return want.Before(current) || want.Sub(current) > d>>4
+}
+
 func (c *deadlineConn) Read(p []byte) (int, error) {
 	d := c.idle
 	if c.awaiting {
@@ -109,7 +117,7 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 	}
 	if d > 0 {
 		want := time.Now().Add(d)
-		if want.Sub(c.deadline) > d>>4 || want.Before(c.deadline) {
+		if DeadlineMoves(c.deadline, want, d) {
 			if err := c.Conn.SetReadDeadline(want); err != nil {
 				return 0, err
 			}
