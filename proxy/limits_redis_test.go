@@ -114,18 +114,25 @@ func TestRateLimitRedisNeverConnected(t *testing.T) {
 	if m := g.metricsText(); !strings.Contains(m, `gateway_ratelimit_backend_failures_total{outcome="open"} 1`+"\n") {
 		t.Fatalf("/metrics does not count the decision made open:\n%s", m)
 	}
-	closed := *g.cfg
-	no := false
-	closed.RateLimit.FailOpen = &no
-	if err := g.gw.Reload(&closed); err != nil {
-		t.Fatal(err)
-	}
+	g.reloadFailClosed()
 	if status, _, body := g.do("POST", chatPath, bearer(keyA), limitChatBody); status != 503 {
 		t.Fatalf("fail closed, Redis never connected: %d %s", status, body)
 	}
 }
 
 // serveNode serves a gateway for cfg and opts on a loopback socket.
+// reloadFailClosed reloads e's gateway with its config, rate_limit.fail_open
+// turned off.
+func (e *testEnv) reloadFailClosed() {
+	e.t.Helper()
+	closed := *e.cfg
+	no := false
+	closed.RateLimit.FailOpen = &no
+	if err := e.gw.Reload(&closed); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func serveNode(t *testing.T, cfg *config.Config, opts Options, sims []*sim.Server) *testEnv {
 	t.Helper()
 	gw, srv, ln := listenGateway(t, cfg, opts)
@@ -344,12 +351,7 @@ func TestRateLimitRedisStopped(t *testing.T) {
 	if m := g.metricsText(); !strings.Contains(m, `gateway_ratelimit_backend_failures_total{outcome="open"} 3`+"\n") {
 		t.Fatalf("/metrics does not count the 3 decisions made open:\n%s", m)
 	}
-	closed := *g.cfg
-	no := false
-	closed.RateLimit.FailOpen = &no
-	if err := g.gw.Reload(&closed); err != nil {
-		t.Fatal(err)
-	}
+	g.reloadFailClosed()
 	status, h, body := g.do("POST", chatPath, bearer(keyA), limitChatBody)
 	if status != 503 || string(h.Peek("Retry-After")) != "1" ||
 		string(body) != `{"error":{"message":"the gateway cannot check this key's rate limits now; retry shortly","type":"server_error","param":null,"code":null}}` {
