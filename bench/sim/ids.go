@@ -44,6 +44,19 @@ func (g *idGen) appendHex(dst []byte, prefix string, nhex int) []byte {
 	return dst
 }
 
+// timeID returns prefix, the 8 hex digits of the Unix second unix, and nhex-8 more: the
+// shape of OpenAI's response and message ids, whose first 8 digits are the creation
+// second ("resp_67ccd2be..." was created at 1741476542). So ids made later sort later,
+// as a store indexed by id sees them from the real API.
+func (g *idGen) timeID(prefix string, unix int64, nhex int) string {
+	var buf [80]byte
+	b := append(buf[:0], prefix...)
+	for shift := 28; shift >= 0; shift -= 4 {
+		b = append(b, hexDigits[uint32(unix)>>shift&0xf])
+	}
+	return string(g.appendHex(b, "", nhex-8))
+}
+
 // id returns prefix followed by nhex hex digits.
 func (g *idGen) id(prefix string, nhex int) string {
 	var buf [80]byte

@@ -47,9 +47,10 @@ type respObj struct {
 }
 
 func (s *Server) newRespObj(v *fastjson.Value, model string, prev *storedResponse) *respObj {
+	created := s.now().Unix()
 	r := &respObj{
-		id: s.ids.id("resp_", 48), model: model, msgID: s.ids.id("msg_", 48),
-		text: s.text, created: s.now().Unix(), outTok: estimateTokens(len(s.text)),
+		id: s.ids.timeID("resp_", created, 48), model: model, msgID: s.ids.timeID("msg_", created, 48),
+		text: s.text, created: created, outTok: estimateTokens(len(s.text)),
 	}
 	if prev != nil {
 		r.prevID = prev.id

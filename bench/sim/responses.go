@@ -347,9 +347,10 @@ func (s *Server) responsesCompact(ctx *fasthttp.RequestCtx) {
 // appendCompaction appends a response.compaction object: the user messages of
 // items followed by one compaction item.
 func (s *Server) appendCompaction(b []byte, items []inputItem, inTok int64) []byte {
-	b = appendStrField(append(b, '{'), "id", s.ids.id("resp_", 48))
+	created := s.now().Unix()
+	b = appendStrField(append(b, '{'), "id", s.ids.timeID("resp_", created, 48))
 	b = append(b, `,"object":"response.compaction"`...)
-	b = appendIntField(b, "created_at", s.now().Unix())
+	b = appendIntField(b, "created_at", created)
 	b = append(b, `,"output":[`...)
 	for _, it := range items {
 		if it.role == "user" {
