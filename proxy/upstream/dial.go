@@ -1,10 +1,12 @@
 package upstream
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -35,15 +37,17 @@ func (d *dialer) Dial(addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, &errDial{err: err}
 	}
+	var raw syscall.RawConn
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+		raw, _ = tc.SyscallConn()
 	}
 	if d.tls != nil {
 		if c, err = d.handshake(c); err != nil {
 			return nil, &errDial{err: err}
 		}
 	}
-	dc := &deadlineConn{Conn: c, firstByte: d.firstByte, idle: d.idle}
+	dc := &deadlineConn{Conn: c, raw: raw, firstByte: d.firstByte, idle: d.idle}
 	dc.local = connAddr{Addr: c.LocalAddr(), conn: dc}
 	return dc, nil
 }
@@ -73,6 +77,9 @@ func IsDialError(err error) bool {
 
 type deadlineConn struct {
 	net.Conn
+	// raw is the TCP connection under Conn (under TLS too), for flushAwait;
+	// nil when there is none.
+	raw             syscall.RawConn
 	firstByte, idle time.Duration
 	awaiting        bool
 	// answers counts the answers whose first byte was read: a request
@@ -88,6 +95,13 @@ type deadlineConn struct {
 	// wanted one is later by more than a sixteenth of the timeout, so a busy
 	// stream does not re-arm a timer on every read.
 	deadline time.Time
+	// lastRead is when the last read began; see flushAwait.
+	lastRead time.Time
+	// step, pending and flushErr are flushAwait's, kept here so that a call
+	// allocates nothing.
+	step     func(uintptr) bool
+	pending  *bufio.Writer
+	flushErr error
 }
 
 func (c *deadlineConn) Write(p []byte) (int, error) {
@@ -111,18 +125,8 @@ func DeadlineMoves(current, want time.Time, d time.Duration) bool {
 }
 
 func (c *deadlineConn) Read(p []byte) (int, error) {
-	d := c.idle
-	if c.awaiting {
-		d = c.firstByte
-	}
-	if d > 0 {
-		want := time.Now().Add(d)
-		if DeadlineMoves(c.deadline, want, d) {
-			if err := c.Conn.SetReadDeadline(want); err != nil {
-				return 0, err
-			}
-			c.deadline = want
-		}
+	if err := c.armRead(); err != nil {
+		return 0, err
 	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
@@ -134,6 +138,76 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 		c.stale = true
 	}
 	return n, err
+}
+
+// armRead sets the read deadline for the next read: firstByte while an answer
+// is awaited, idle after its first byte.
+func (c *deadlineConn) armRead() error {
+	d := c.idle
+	if c.awaiting {
+		d = c.firstByte
+	}
+	c.lastRead = time.Now()
+	if d <= 0 {
+		return nil
+	}
+	want := c.lastRead.Add(d)
+	if !DeadlineMoves(c.deadline, want, d) {
+		return nil
+	}
+	c.deadline = want
+	return c.Conn.SetReadDeadline(want)
+}
+
+// awaitAfter bounds how long a connection may have been idle for flushAwait to
+// wait on it: an upstream closes an idle connection after seconds, not sooner.
+const awaitAfter = time.Second
+
+// flushAwait calls flush, which writes the whole request, and returns once
+// the answer can be read (or the connection failed, or the first-byte
+// deadline passed: the read that follows reports it). Without it the read
+// right after a write finds nothing yet, fails with EAGAIN and only then
+// waits: one system call per call for nothing.
+//
+// The wait is armed before the write (syscall.RawConn.Read resets the
+// connection's readiness, then calls f), so anything that arrives after the
+// write wakes it. What arrived before is the risk: its readiness was spent.
+// No answer comes before its request; an upstream that closed the idle
+// connection sent its FIN before, but answers the request with a reset,
+// which wakes the wait. So flushAwait waits only when every byte of the
+// request goes in this flush (nothing went before that could be answered
+// early) and on a connection that is new or was read from within
+// awaitAfter; otherwise it flushes and the read finds what is there.
+func (c *deadlineConn) flushAwait(bw *bufio.Writer) error {
+	if c.raw == nil || c.awaiting || (c.answers > 0 && time.Since(c.lastRead) > awaitAfter) {
+		return bw.Flush()
+	}
+	c.awaiting = true // the answer's deadline, armed before the wait
+	err := c.armRead()
+	c.awaiting = false // Write decides whether the connection is reused
+	if err != nil {
+		return err
+	}
+	if c.step == nil {
+		c.step = c.flushStep // one method value per connection, not per call
+	}
+	c.pending, c.flushErr = bw, nil
+	_ = c.raw.Read(c.step)
+	err, c.pending, c.flushErr = c.flushErr, nil, nil
+	return err
+}
+
+// flushStep is flushAwait's function for syscall.RawConn.Read: at the first
+// call it flushes and asks for the wait (false) unless the flush failed; at
+// the next, after the wait, it is done.
+func (c *deadlineConn) flushStep(uintptr) bool {
+	if c.pending == nil {
+		return true
+	}
+	bw := c.pending
+	c.pending = nil
+	c.flushErr = bw.Flush()
+	return c.flushErr != nil
 }
 
 // LocalAddr returns the connection's local address, which also tells

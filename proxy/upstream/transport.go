@@ -84,7 +84,11 @@ func writeRequest(hc *fasthttp.HostClient, c net.Conn, req *fasthttp.Request) er
 	bw := hc.AcquireWriter(c)
 	err := req.Write(bw)
 	if err == nil {
-		err = bw.Flush()
+		if dc, ok := c.(*deadlineConn); ok {
+			err = dc.flushAwait(bw)
+		} else {
+			err = bw.Flush()
+		}
 	}
 	hc.ReleaseWriter(bw)
 	if err != nil && IsTimeout(err) {

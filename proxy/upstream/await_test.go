@@ -1,0 +1,173 @@
+package upstream
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// scriptedRaw is a syscall.RawConn whose Read drives f as the runtime does
+// (f, then a wait while f returns false) and records, for each call of f,
+// whether it asked for a wait and how many writes had reached the connection
+// before and after it.
+type scriptedRaw struct {
+	syscall.RawConn
+	conn  *countingConn
+	steps []rawStep
+}
+
+type rawStep struct {
+	done          bool
+	before, after int
+}
+
+func (r *scriptedRaw) Read(f func(uintptr) bool) error {
+	for {
+		before := r.conn.writes
+		done := f(0)
+		r.steps = append(r.steps, rawStep{done, before, r.conn.writes})
+		if done || len(r.steps) > 4 {
+			return nil
+		}
+	}
+}
+
+type countingConn struct {
+	net.Conn
+	writes int
+	err    error
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes++
+	if c.err != nil {
+		return 0, c.err
+	}
+	return len(p), nil
+}
+
+func (c *countingConn) SetReadDeadline(time.Time) error { return nil }
+
+func newAwaitConn() (*deadlineConn, *countingConn, *scriptedRaw) {
+	cc := &countingConn{}
+	raw := &scriptedRaw{conn: cc}
+	return &deadlineConn{Conn: cc, raw: raw, firstByte: time.Minute, idle: time.Minute}, cc, raw
+}
+
+// A request written whole in its flush goes out inside the wait's first step,
+// which then asks for the wait: the readiness is reset before the request
+// leaves, so the answer cannot be missed, and the read after finds it. The
+// wait's next step ends it.
+func TestFlushAwaitWritesInsideTheWait(t *testing.T) {
+	c, cc, raw := newAwaitConn()
+	bw := bufio.NewWriter(c)
+	bw.WriteString("POST / HTTP/1.1\r\n\r\n")
+	if err := c.flushAwait(bw); err != nil {
+		t.Fatal(err)
+	}
+	want := []rawStep{{done: false, before: 0, after: 1}, {done: true, before: 1, after: 1}}
+	if len(raw.steps) != len(want) || raw.steps[0] != want[0] || raw.steps[1] != want[1] {
+		t.Fatalf("steps %+v, want %+v", raw.steps, want)
+	}
+	if cc.writes != 1 || !c.awaiting || c.reused {
+		t.Fatalf("writes %d, awaiting %v, reused %v; want 1, true, false", cc.writes, c.awaiting, c.reused)
+	}
+	if c.deadline.IsZero() {
+		t.Fatal("no first-byte deadline was armed before the wait")
+	}
+}
+
+// A failed flush does not wait, and its error is the caller's.
+func TestFlushAwaitFailedFlush(t *testing.T) {
+	c, cc, raw := newAwaitConn()
+	cc.err = errors.New("broken pipe")
+	bw := bufio.NewWriter(c)
+	bw.WriteString("POST / HTTP/1.1\r\n\r\n")
+	if err := c.flushAwait(bw); err == nil || err.Error() != "broken pipe" {
+		t.Fatalf("err %v, want broken pipe", err)
+	}
+	if len(raw.steps) != 1 || !raw.steps[0].done {
+		t.Fatalf("steps %+v, want one that ends without a wait", raw.steps)
+	}
+}
+
+// No wait where what is unread may have arrived before it was armed: after
+// part of the request went out already (the upstream may have answered it
+// early), or on a connection idle for longer than awaitAfter (the upstream
+// may have closed it). Those flush plainly, and the read finds what is there.
+func TestFlushAwaitOnlyWhereNothingCanBeUnread(t *testing.T) {
+	for name, prepare := range map[string]func(*deadlineConn){
+		"part of the request written": func(c *deadlineConn) { c.Write([]byte("POST / HTTP/1.1\r\n")) },
+		"idle connection": func(c *deadlineConn) {
+			c.answers, c.lastRead = 3, time.Now().Add(-2*awaitAfter)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, cc, raw := newAwaitConn()
+			prepare(c)
+			before := cc.writes
+			bw := bufio.NewWriter(c)
+			bw.WriteString("\r\n")
+			if err := c.flushAwait(bw); err != nil {
+				t.Fatal(err)
+			}
+			if len(raw.steps) != 0 || cc.writes != before+1 {
+				t.Fatalf("steps %+v, writes %d; want no wait and one flush", raw.steps, cc.writes-before)
+			}
+		})
+	}
+	// A connection read from a moment ago still waits.
+	c, _, raw := newAwaitConn()
+	c.answers, c.lastRead = 3, time.Now()
+	bw := bufio.NewWriter(c)
+	bw.WriteString("\r\n")
+	if err := c.flushAwait(bw); err != nil || len(raw.steps) != 2 {
+		t.Fatalf("err %v, steps %+v; want a wait", err, raw.steps)
+	}
+}
+
+// Over TLS the wait is on the TCP connection under it: calls on a new and on
+// reused connections get their answers, the reused ones through the wait.
+func TestFlushAwaitOverTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "answer to "+r.URL.Path)
+	}))
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	d := &dialer{connect: time.Minute, firstByte: time.Minute, idle: time.Minute,
+		tls: &tls.Config{ServerName: "example.com", RootCAs: roots}}
+	var conns []*deadlineConn
+	dial := func(addr string) (net.Conn, error) {
+		c, err := d.Dial(addr)
+		if err == nil {
+			conns = append(conns, c.(*deadlineConn))
+		}
+		return c, err
+	}
+	client := &fasthttp.HostClient{Addr: srv.Listener.Addr().String(), Dial: dial, Transport: answerTransport}
+	for i := range 3 {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		req.SetRequestURI(fmt.Sprintf("http://example.com/%d", i))
+		err := client.Do(req, resp)
+		if err != nil || string(resp.Body()) != fmt.Sprintf("answer to /%d", i) {
+			t.Fatalf("call %d: %v, %q", i, err, resp.Body())
+		}
+		fasthttp.ReleaseRequest(req)
+		fasthttp.ReleaseResponse(resp)
+	}
+	if len(conns) != 1 || conns[0].raw == nil || conns[0].answers != 3 {
+		t.Fatalf("%d connections; want 1, with its TCP connection, that read 3 answers", len(conns))
+	}
+}
