@@ -43,8 +43,16 @@ func (g *Gateway) settleLimits(c *call) {
 }
 
 // countsUsage reports whether the call reads the token usage of its answer:
-// for the metrics, or for its key's tokens limit.
+// for the metrics, or for its key's tokens limit. Only a call that makes the
+// model generate does: a retrieve of a stored response, its input items or
+// its deletion answers with the usage of a generation already counted at its
+// create (background responses, whose create answers before the generation,
+// are not served with their lifecycle; see the README).
 func (c *call) countsUsage() bool {
+	switch c.ep {
+	case epResponsesGet, epResponsesDelete, epResponsesInputItems:
+		return false
+	}
 	return !c.g.opts.NoTokenUsage || c.ticket.CountsTokens()
 }
 

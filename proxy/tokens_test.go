@@ -6,6 +6,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 	"google.golang.org/genai"
 )
 
@@ -81,6 +82,13 @@ func TestTokenUsageMatchesProviders(t *testing.T) {
 			t.Fatal(err)
 		}
 		want.add(r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.InputTokensDetails.CachedTokens, r.Usage.OutputTokensDetails.ReasoningTokens)
+		// A retrieve repeats the usage of the create: counted once, at the create.
+		for range 2 {
+			got, err := oc.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+			if err != nil || got.Usage.OutputTokens == 0 {
+				t.Fatalf("retrieve: %v, usage %+v", err, got.Usage)
+			}
+		}
 		rs := oc.Responses.NewStreaming(ctx, newResponseParams("chat-model", "hi again"))
 		for rs.Next() {
 			if ev := rs.Current(); ev.Type == "response.completed" {
