@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"bytes"
+	"compress/flate"
 	"context"
 	"errors"
 	"image/png"
@@ -322,6 +323,15 @@ func TestUploadBody(t *testing.T) {
 	img, err := png.Decode(bytes.NewReader(data))
 	if err != nil || img.Bounds().Dx() != 16 {
 		t.Fatalf("not a valid PNG: %v", err)
+	}
+	// Like a real image's pixel data, the file does not compress: a store's
+	// block compression gets nothing from it.
+	var z bytes.Buffer
+	zw, _ := flate.NewWriter(&z, flate.BestSpeed)
+	zw.Write(data)
+	zw.Close()
+	if z.Len() < len(data)*99/100 {
+		t.Fatalf("the file compresses to %d of %d bytes", z.Len(), len(data))
 	}
 	if _, err := mr.NextPart(); err != io.EOF {
 		t.Fatalf("more than one part: %v", err)
