@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelgate/gateway/proxy/rawio"
 	"github.com/modelgate/gateway/proxy/upstream"
 )
 
@@ -32,7 +33,9 @@ func (l *clientListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	idle := l.g.state.Load().cfg.Timeouts.ClientWriteIdle.D()
-	return &clientConn{Conn: c, idle: idle}, nil
+	cc := &clientConn{Conn: c, idle: idle}
+	cc.raw = cc.io.Init(c)
+	return cc, nil
 }
 
 // clientConn is a client connection whose writes give up after idle without
@@ -42,6 +45,10 @@ func (l *clientListener) Accept() (net.Conn, error) {
 // (fasthttp's shutdown closes idle connections).
 type clientConn struct {
 	net.Conn
+	// io reads and writes the connection when raw is set (a TCP connection);
+	// see package rawio.
+	io   rawio.IO
+	raw  bool
 	idle time.Duration
 	// holding is set by HoldTail; mu guards held and the writes made while
 	// holding, against a Close from another goroutine.
@@ -133,7 +140,7 @@ func (c *clientConn) write(p []byte) (int, error) {
 		if err := c.arm(); err != nil {
 			return written, err
 		}
-		n, err := c.Conn.Write(p[written:])
+		n, err := c.connWrite(p[written:])
 		written += n
 		if err == nil || n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return written, err
@@ -175,7 +182,17 @@ func (c *clientConn) Read(p []byte) (int, error) {
 	if err := c.sendHeld(); err != nil {
 		return 0, err
 	}
+	if c.raw {
+		return c.io.Read(p)
+	}
 	return c.Conn.Read(p)
+}
+
+func (c *clientConn) connWrite(p []byte) (int, error) {
+	if c.raw {
+		return c.io.Write(p)
+	}
+	return c.Conn.Write(p)
 }
 
 // Close sends what is held back, then closes the connection.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy/rawio"
 )
 
 // dialer makes upstream connections that own their read deadlines: after a
@@ -37,17 +39,24 @@ func (d *dialer) Dial(addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, &errDial{err: err}
 	}
-	var raw syscall.RawConn
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
-		raw, _ = tc.SyscallConn()
+	}
+	dc := &deadlineConn{firstByte: d.firstByte, idle: d.idle}
+	if dc.io.Init(c) {
+		dc.raw = dc.io.Raw()
 	}
 	if d.tls != nil {
+		if dc.raw != nil {
+			c = dc.io.Conn() // TLS reads and writes the socket through io
+		}
 		if c, err = d.handshake(c); err != nil {
 			return nil, &errDial{err: err}
 		}
+	} else {
+		dc.direct = dc.raw != nil
 	}
-	dc := &deadlineConn{Conn: c, raw: raw, firstByte: d.firstByte, idle: d.idle}
+	dc.Conn = c
 	dc.local = connAddr{Addr: c.LocalAddr(), conn: dc}
 	return dc, nil
 }
@@ -78,8 +87,11 @@ func IsDialError(err error) bool {
 type deadlineConn struct {
 	net.Conn
 	// raw is the TCP connection under Conn (under TLS too), for flushAwait;
-	// nil when there is none.
+	// nil when there is none. When Conn is that TCP connection itself
+	// (direct), io reads and writes it; see package rawio.
 	raw             syscall.RawConn
+	io              rawio.IO
+	direct          bool
 	firstByte, idle time.Duration
 	awaiting        bool
 	// answers counts the answers whose first byte was read: a request
@@ -109,7 +121,13 @@ func (c *deadlineConn) Write(p []byte) (int, error) {
 		c.reused, c.stale = c.answers > 0, false
 	}
 	c.awaiting = true
-	n, err := c.Conn.Write(p)
+	var n int
+	var err error
+	if c.direct {
+		n, err = c.io.Write(p)
+	} else {
+		n, err = c.Conn.Write(p)
+	}
 	if err != nil && c.reused && !IsTimeout(err) {
 		c.stale = true
 	}
@@ -128,7 +146,13 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 	if err := c.armRead(); err != nil {
 		return 0, err
 	}
-	n, err := c.Conn.Read(p)
+	var n int
+	var err error
+	if c.direct {
+		n, err = c.io.Read(p)
+	} else {
+		n, err = c.Conn.Read(p)
+	}
 	if n > 0 {
 		if c.awaiting {
 			c.answers++
