@@ -1,6 +1,7 @@
 // Package rawio owns the reads and writes of the gateway's TCP connections,
 // client and upstream: it makes them with syscall.RawSyscall on the
-// connection's non-blocking socket, under the connection's own locks,
+// connection's non-blocking socket (through package syscall under the race
+// detector, see sys_race.go), under the connection's own locks,
 // deadlines and poller (syscall.RawConn), instead of through net.Conn.
 //
 // Why: a socket read or write made through net.Conn enters the scheduler's
@@ -23,7 +24,6 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
 )
 
 // IO reads and writes one TCP connection. Safe for one reader and one writer
@@ -82,7 +82,7 @@ func (x *IO) Read(p []byte) (int, error) {
 
 func (x *IO) readStep(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&x.rd.p[0])), uintptr(len(x.rd.p)))
+		n, e := sysRead(fd, x.rd.p)
 		switch {
 		case e == 0 && n == 0:
 			x.rd.err = io.EOF
@@ -114,8 +114,7 @@ func (x *IO) Write(p []byte) (int, error) {
 
 func (x *IO) writeStep(fd uintptr) bool {
 	for x.wr.n < len(x.wr.p) {
-		rest := x.wr.p[x.wr.n:]
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+		n, e := sysWrite(fd, x.wr.p[x.wr.n:])
 		switch e {
 		case 0:
 			x.wr.n += int(n)
