@@ -171,3 +171,55 @@ func TestFlushAwaitOverTLS(t *testing.T) {
 		t.Fatalf("%d connections; want 1, with its TCP connection, that read 3 answers", len(conns))
 	}
 }
+
+// An upstream that closes a connection before reading the request (here at
+// once, on a new connection) has sent its FIN before the wait was armed. The
+// request then meets a reset, which wakes the wait: the call fails at once,
+// not at the first-byte deadline (an hour here).
+func TestFlushAwaitUpstreamClosedFirst(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	d := &dialer{connect: time.Minute, firstByte: time.Hour, idle: time.Hour}
+	dialed := make(chan struct{}, 1)
+	dial := func(addr string) (net.Conn, error) {
+		c, err := d.Dial(addr)
+		if err == nil {
+			// The FIN is in before the request is written.
+			buf := make([]byte, 1)
+			c.(*deadlineConn).raw.Read(func(fd uintptr) bool {
+				n, _ := syscall.Read(int(fd), buf)
+				return n >= 0
+			})
+			dialed <- struct{}{}
+		}
+		return c, err
+	}
+	client := &fasthttp.HostClient{Addr: ln.Addr().String(), Dial: dial, Transport: answerTransport}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("http://upstream/")
+	done := make(chan error, 1)
+	go func() { done <- client.Do(req, resp) }()
+	<-dialed
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a call to a closed connection succeeded")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the call waited for its first-byte deadline: the reset did not wake the wait")
+	}
+}
