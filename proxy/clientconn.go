@@ -33,9 +33,10 @@ func (l *clientListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	idle := l.g.state.Load().cfg.Timeouts.ClientWriteIdle.D()
-	cc := &clientConn{Conn: c, idle: idle}
-	cc.raw = cc.io.Init(c)
-	return cc, nil
+	if rc := rawio.Wrap(c); rc != nil {
+		c = rc
+	}
+	return &clientConn{Conn: c, idle: idle}, nil
 }
 
 // clientConn is a client connection whose writes give up after idle without
@@ -44,12 +45,8 @@ func (l *clientListener) Accept() (net.Conn, error) {
 // from one goroutine per connection); Close may come from another goroutine
 // (fasthttp's shutdown closes idle connections).
 type clientConn struct {
-	net.Conn
-	// io reads and writes the connection when raw is set (a TCP connection);
-	// see package rawio.
-	io   rawio.IO
-	raw  bool
-	idle time.Duration
+	net.Conn // a rawio.Conn when the listener's is TCP
+	idle     time.Duration
 	// holding is set by HoldTail; mu guards held and the writes made while
 	// holding, against a Close from another goroutine.
 	holding atomic.Bool
@@ -140,7 +137,7 @@ func (c *clientConn) write(p []byte) (int, error) {
 		if err := c.arm(); err != nil {
 			return written, err
 		}
-		n, err := c.connWrite(p[written:])
+		n, err := c.Conn.Write(p[written:])
 		written += n
 		if err == nil || n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return written, err
@@ -182,17 +179,7 @@ func (c *clientConn) Read(p []byte) (int, error) {
 	if err := c.sendHeld(); err != nil {
 		return 0, err
 	}
-	if c.raw {
-		return c.io.Read(p)
-	}
 	return c.Conn.Read(p)
-}
-
-func (c *clientConn) connWrite(p []byte) (int, error) {
-	if c.raw {
-		return c.io.Write(p)
-	}
-	return c.Conn.Write(p)
 }
 
 // Close sends what is held back, then closes the connection.

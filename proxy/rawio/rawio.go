@@ -15,8 +15,8 @@
 // the goroutine on the poller exactly as net.Conn does.
 //
 // It does not own the connections: their deadlines, close and addresses stay
-// with net.Conn. It is used only for *net.TCPConn; anything else (TLS runs
-// above it, tests use pipes) keeps net.Conn's own reads and writes.
+// the *net.TCPConn's. It is used only for *net.TCPConn; anything else (tests
+// use pipes) keeps net.Conn's own reads and writes. TLS runs above it.
 package rawio
 
 import (
@@ -26,68 +26,81 @@ import (
 	"syscall"
 )
 
-// IO reads and writes one TCP connection. Safe for one reader and one writer
-// at a time, as fasthttp and the relay use a connection; the zero value is
-// not usable, see Init.
-type IO struct {
-	conn   *net.TCPConn
+// Conn is a TCP connection whose reads and writes rawio makes; everything
+// else is the *net.TCPConn's own. Callers use it in place of the connection,
+// directly or under TLS. Safe for one reader and one writer at a time, as
+// net.Conn is used by fasthttp and the relay.
+type Conn struct {
+	*net.TCPConn
 	rc     syscall.RawConn
 	rd, wr op
 }
 
-// op is the state of one direction: the method value handed to RawConn (made
-// once, so that a call allocates nothing), the caller's buffer, and the
-// outcome.
+// op is the state of one direction: RawConn's Read or Write and the step
+// handed to it (method values made once, so that a call allocates nothing),
+// the caller's buffer, and the outcome.
 type op struct {
+	wait func(func(uintptr) bool) error
 	step func(uintptr) bool
 	p    []byte
 	n    int
 	err  error
 }
 
-// Init makes x read and write c, and reports whether it can: c must be a
-// *net.TCPConn. Otherwise the caller keeps c's own Read and Write.
-func (x *IO) Init(c net.Conn) bool {
+// Wrap returns c with its reads and writes made by rawio, or nil when c is
+// not a *net.TCPConn: the caller then keeps c's own.
+func Wrap(c net.Conn) *Conn {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
-		return false
+		return nil
 	}
 	rc, err := tc.SyscallConn()
 	if err != nil {
-		return false
+		return nil
 	}
-	x.conn, x.rc = tc, rc
-	x.rd.step, x.wr.step = x.readStep, x.writeStep
-	return true
+	x := &Conn{TCPConn: tc, rc: rc}
+	x.rd.wait, x.rd.step = rc.Read, x.readStep
+	x.wr.wait, x.wr.step = rc.Write, x.writeStep
+	return x
 }
 
 // Raw returns the connection's syscall.RawConn.
-func (x *IO) Raw() syscall.RawConn { return x.rc }
+func (x *Conn) Raw() syscall.RawConn { return x.rc }
 
 // Read reads into p as net.Conn.Read does: what the socket holds, waiting
 // for the poller while it holds nothing; io.EOF once the peer has closed.
-func (x *IO) Read(p []byte) (int, error) {
+func (x *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	x.rd.p, x.rd.n, x.rd.err = p, 0, nil
-	err := x.rc.Read(x.rd.step)
-	n := x.rd.n
+	return x.rd.run(p)
+}
+
+// Write writes p whole as net.Conn.Write does, waiting for the poller while
+// the socket's buffer is full; on an error it returns what was written.
+func (x *Conn) Write(p []byte) (int, error) { return x.wr.run(p) }
+
+// run has RawConn call o.step on p until it is done, and returns the bytes
+// it moved and its error, or the wait's (a deadline, a close).
+func (o *op) run(p []byte) (int, error) {
+	o.p, o.n, o.err = p, 0, nil
+	err := o.wait(o.step)
 	if err == nil {
-		err = x.rd.err
+		err = o.err
 	}
-	x.rd.p, x.rd.err = nil, nil
+	n := o.n
+	o.p, o.err = nil, nil
 	return n, err
 }
 
-func (x *IO) readStep(fd uintptr) bool {
+func (x *Conn) readStep(fd uintptr) bool {
 	for {
 		n, e := sysRead(fd, x.rd.p)
 		switch {
 		case e == 0 && n == 0:
 			x.rd.err = io.EOF
 		case e == 0:
-			x.rd.n = int(n)
+			x.rd.n = n
 		case e == syscall.EAGAIN:
 			return false
 		case e == syscall.EINTR:
@@ -99,25 +112,12 @@ func (x *IO) readStep(fd uintptr) bool {
 	}
 }
 
-// Write writes p whole as net.Conn.Write does, waiting for the poller while
-// the socket's buffer is full; on an error it returns what was written.
-func (x *IO) Write(p []byte) (int, error) {
-	x.wr.p, x.wr.n, x.wr.err = p, 0, nil
-	err := x.rc.Write(x.wr.step)
-	n := x.wr.n
-	if err == nil {
-		err = x.wr.err
-	}
-	x.wr.p, x.wr.err = nil, nil
-	return n, err
-}
-
-func (x *IO) writeStep(fd uintptr) bool {
+func (x *Conn) writeStep(fd uintptr) bool {
 	for x.wr.n < len(x.wr.p) {
 		n, e := sysWrite(fd, x.wr.p[x.wr.n:])
 		switch e {
 		case 0:
-			x.wr.n += int(n)
+			x.wr.n += n
 		case syscall.EAGAIN:
 			return false
 		case syscall.EINTR:
@@ -130,19 +130,7 @@ func (x *IO) writeStep(fd uintptr) bool {
 }
 
 // opError wraps errno as net.Conn's reads and writes do.
-func (x *IO) opError(op string, e syscall.Errno) error {
-	return &net.OpError{Op: op, Net: "tcp", Source: x.conn.LocalAddr(), Addr: x.conn.RemoteAddr(),
+func (x *Conn) opError(op string, e syscall.Errno) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: x.LocalAddr(), Addr: x.RemoteAddr(),
 		Err: os.NewSyscallError(op, e)}
 }
-
-// Conn returns the connection with its reads and writes made by x, for a
-// layer above it that reads and writes through net.Conn (TLS).
-func (x *IO) Conn() net.Conn { return conn{x.conn, x} }
-
-type conn struct {
-	*net.TCPConn
-	x *IO
-}
-
-func (c conn) Read(p []byte) (int, error)  { return c.x.Read(p) }
-func (c conn) Write(p []byte) (int, error) { return c.x.Write(p) }

@@ -12,8 +12,8 @@ import (
 )
 
 // tcpPair returns the two ends of a loopback TCP connection, the first
-// wrapped in an IO.
-func tcpPair(t testing.TB) (*IO, *net.TCPConn, *net.TCPConn) {
+// wrapped by rawio.
+func tcpPair(t testing.TB) (*Conn, *net.TCPConn, *net.TCPConn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -34,11 +34,11 @@ func tcpPair(t testing.TB) (*IO, *net.TCPConn, *net.TCPConn) {
 		t.Fatal("accept failed")
 	}
 	t.Cleanup(func() { c.Close(); peer.Close() })
-	var x IO
-	if !x.Init(c) {
-		t.Fatal("Init refused a TCP connection")
+	x := Wrap(c)
+	if x == nil {
+		t.Fatal("Wrap refused a TCP connection")
 	}
-	return &x, c.(*net.TCPConn), peer.(*net.TCPConn)
+	return x, c.(*net.TCPConn), peer.(*net.TCPConn)
 }
 
 // Bytes go both ways; a write larger than the socket buffers waits for the
@@ -140,13 +140,12 @@ func TestNoAllocations(t *testing.T) {
 }
 
 // Only TCP connections are taken.
-func TestInitRefusesOthers(t *testing.T) {
+func TestWrapRefusesOthers(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	var x IO
-	if x.Init(a) {
-		t.Fatal("Init took a pipe")
+	if Wrap(a) != nil {
+		t.Fatal("Wrap took a pipe")
 	}
 }
 
@@ -174,9 +173,7 @@ func BenchmarkPingPong(b *testing.B) {
 			if mode == "net.Conn" {
 				rw = c
 			} else {
-				var y IO
-				y.Init(peer)
-				far = &y
+				far = Wrap(peer)
 			}
 			go func() {
 				buf := make([]byte, 64)

@@ -43,18 +43,13 @@ func (d *dialer) Dial(addr string) (net.Conn, error) {
 		tc.SetNoDelay(true)
 	}
 	dc := &deadlineConn{firstByte: d.firstByte, idle: d.idle}
-	if dc.io.Init(c) {
-		dc.raw = dc.io.Raw()
+	if rc := rawio.Wrap(c); rc != nil {
+		c, dc.raw = rc, rc.Raw()
 	}
 	if d.tls != nil {
-		if dc.raw != nil {
-			c = dc.io.Conn() // TLS reads and writes the socket through io
-		}
 		if c, err = d.handshake(c); err != nil {
 			return nil, &errDial{err: err}
 		}
-	} else {
-		dc.direct = dc.raw != nil
 	}
 	dc.Conn = c
 	dc.local = connAddr{Addr: c.LocalAddr(), conn: dc}
@@ -87,11 +82,8 @@ func IsDialError(err error) bool {
 type deadlineConn struct {
 	net.Conn
 	// raw is the TCP connection under Conn (under TLS too), for flushAwait;
-	// nil when there is none. When Conn is that TCP connection itself
-	// (direct), io reads and writes it; see package rawio.
+	// nil when there is none. That connection is a rawio.Conn.
 	raw             syscall.RawConn
-	io              rawio.IO
-	direct          bool
 	firstByte, idle time.Duration
 	awaiting        bool
 	// answers counts the answers whose first byte was read: a request
@@ -121,13 +113,7 @@ func (c *deadlineConn) Write(p []byte) (int, error) {
 		c.reused, c.stale = c.answers > 0, false
 	}
 	c.awaiting = true
-	var n int
-	var err error
-	if c.direct {
-		n, err = c.io.Write(p)
-	} else {
-		n, err = c.Conn.Write(p)
-	}
+	n, err := c.Conn.Write(p)
 	if err != nil && c.reused && !IsTimeout(err) {
 		c.stale = true
 	}
@@ -146,13 +132,7 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 	if err := c.armRead(); err != nil {
 		return 0, err
 	}
-	var n int
-	var err error
-	if c.direct {
-		n, err = c.io.Read(p)
-	} else {
-		n, err = c.Conn.Read(p)
-	}
+	n, err := c.Conn.Read(p)
 	if n > 0 {
 		if c.awaiting {
 			c.answers++
