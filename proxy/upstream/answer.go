@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"net"
+	"sync"
 
 	"github.com/valyala/fasthttp"
 )
@@ -21,6 +23,10 @@ type answerBody[C conn] struct {
 	cc   C
 	br   *bufio.Reader
 	resp *fasthttp.Response
+	// small says that br is an event stream's reader from sseReaders, which
+	// src fills (see shrink), and not the connection's from hc.
+	small bool
+	src   carry
 	// length is fasthttp's: >= 0 known, -1 chunked, -2 up to the close.
 	length    int
 	left      int64 // of the known length, or of the chunk being read
@@ -165,11 +171,79 @@ func hexDigit(c byte) (byte, bool) {
 	return 0, false
 }
 
+// sseReaderSize is the buffer an event stream's body is read through once
+// its head is read. The connection's reader (the client's ReadBufferSize,
+// 8 KiB) is sized for an answer's head. A stream spends most of its life
+// waiting in a read, and the reader it waits in is held as long, per open
+// stream. Its events are small, and a read larger than the buffer goes
+// around it (bufio.Reader reads straight into the caller's slice when its
+// own is empty), so the relay's gathering reads lose nothing by it.
+const sseReaderSize = 1 << 10
+
+var sseReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, sseReaderSize) }}
+
+// carry is what an event stream's small reader reads from: what the head's
+// reader still holds, then the connection.
+type carry struct {
+	br *bufio.Reader
+	c  net.Conn
+}
+
+func (s *carry) Read(p []byte) (int, error) {
+	if s.br != nil {
+		if n := s.br.Buffered(); n > 0 {
+			return s.br.Read(p[:min(len(p), n)])
+		}
+	}
+	return s.c.Read(p)
+}
+
+// shrink moves an event stream's body from the connection's reader to a
+// small one of sseReaders, with the bytes the first one holds past the head,
+// and gives the first one back. Holding more than the small one takes, the
+// body stays where it is.
+func (b *answerBody[C]) shrink(c net.Conn) {
+	n := b.br.Buffered()
+	if n > sseReaderSize {
+		return
+	}
+	small := sseReaders.Get().(*bufio.Reader)
+	b.src = carry{br: b.br, c: c}
+	small.Reset(&b.src)
+	if n > 0 {
+		// Within the buffer's size, Peek fills it from src until it holds n
+		// bytes: all of them from the head's reader, none from c.
+		if _, err := small.Peek(n); err != nil {
+			small.Reset(nil)
+			sseReaders.Put(small)
+			b.src = carry{}
+			return
+		}
+	}
+	b.hc.ReleaseReader(b.br)
+	b.src.br = nil
+	b.br, b.small = small, true
+}
+
+// readerSize is the size of the buffer the body is read through.
+func (b *answerBody[C]) readerSize() int { return b.br.Size() }
+
+// releaseReader gives the body's reader back to the pool it came from.
+func (b *answerBody[C]) releaseReader() {
+	if !b.small {
+		b.hc.ReleaseReader(b.br)
+		return
+	}
+	b.br.Reset(nil)
+	sseReaders.Put(b.br)
+	b.small, b.src = false, carry{}
+}
+
 // end marks the body read to its end and lets its connection go: back to
 // the pool, unless the request or the answer asked to close it.
 func (b *answerBody[C]) end() {
 	b.done = true
-	b.hc.ReleaseReader(b.br)
+	b.releaseReader()
 	b.br = nil
 	if b.closeConn || b.resp.ConnectionClose() {
 		b.t.close(b.hc, b.cc)
@@ -182,7 +256,7 @@ func (b *answerBody[C]) end() {
 // let the connection of one read whole go already).
 func (b *answerBody[C]) Close() error {
 	if !b.done {
-		b.hc.ReleaseReader(b.br)
+		b.releaseReader()
 		b.t.close(b.hc, b.cc)
 	}
 	var zero C

@@ -232,3 +232,85 @@ func ownsBody(r *Relay) bool {
 	_, ok := r.stream.(peeker)
 	return ok
 }
+
+// sized is what the tests see of an answerBody's reader.
+type sized interface{ readerSize() int }
+
+// An event stream's body is read through a small reader once its head is
+// read, with the events that came with the head; a longer run of them, or a
+// body of another type, stays in the connection's reader. Either way the
+// body is whole and the connection is used again.
+func TestEventStreamReaderShrinks(t *testing.T) {
+	var dials int
+	long := strings.Repeat("data: "+strings.Repeat("x", 100)+"\n\n", 12) // 1,296 bytes
+	longChunks := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(long), long)
+	body := "data: a\n\n"
+	cl := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	client := pipeUpstream(t, &dials, sseHead+sseChunks, sseHead+longChunks, cl)
+	for i, c := range []struct {
+		want string
+		size int
+	}{
+		{"data: a\n\ndata: b\n\n", sseReaderSize},
+		{long, 4096}, // the test client's default ReadBufferSize
+		{body, 4096},
+	} {
+		var r Relay
+		if err := send(t, client, &r, true); err != nil {
+			t.Fatal(i, err)
+		}
+		streamed(&r)
+		if got := r.stream.(sized).readerSize(); got != c.size {
+			t.Errorf("call %d: read through %d bytes, want %d", i, got, c.size)
+		}
+		got, err := io.ReadAll(r.stream)
+		r.Close()
+		if err != nil || string(got) != c.want {
+			t.Fatalf("call %d: %q %v", i, got, err)
+		}
+	}
+	if dials != 1 {
+		t.Fatalf("%d connections for three calls read whole, want 1", dials)
+	}
+}
+
+// An event stream whose head came alone takes the small reader at once, and
+// reads its events from the connection as they come.
+func TestEventStreamHeadAlone(t *testing.T) {
+	client, server := net.Pipe()
+	t.Cleanup(func() { client.Close(); server.Close() })
+	events := make(chan string)
+	go func() {
+		var req fasthttp.Request
+		if err := req.Read(bufio.NewReader(server)); err != nil {
+			return
+		}
+		io.WriteString(server, sseHead)
+		for e := range events {
+			io.WriteString(server, e)
+		}
+	}()
+	hc := &fasthttp.HostClient{Addr: "upstream", Transport: answerTransport, Dial: func(string) (net.Conn, error) {
+		dc := &deadlineConn{Conn: client}
+		dc.local = connAddr{Addr: client.LocalAddr(), conn: dc}
+		return dc, nil
+	}}
+	var r Relay
+	if err := send(t, hc, &r, true); err != nil {
+		t.Fatal(err)
+	}
+	streamed(&r)
+	defer r.Close()
+	if got := r.stream.(sized).readerSize(); got != sseReaderSize {
+		t.Fatalf("read through %d bytes, want %d", got, sseReaderSize)
+	}
+	go func() {
+		events <- "9\r\ndata: a\n\n\r\n"
+		events <- "9\r\ndata: b\n\n\r\n0\r\n\r\n"
+		close(events)
+	}()
+	got, err := io.ReadAll(r.stream)
+	if err != nil || string(got) != "data: a\n\ndata: b\n\n" {
+		t.Fatalf("%q %v", got, err)
+	}
+}
