@@ -242,7 +242,7 @@ type sized interface{ readerSize() int }
 // body is whole and the connection is used again.
 func TestEventStreamReaderShrinks(t *testing.T) {
 	var dials int
-	long := strings.Repeat("data: "+strings.Repeat("x", 100)+"\n\n", 12) // 1,296 bytes
+	long := strings.Repeat("data: "+strings.Repeat("x", 100)+"\n\n", 24) // 2,592 bytes
 	longChunks := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(long), long)
 	body := "data: a\n\n"
 	cl := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
