@@ -171,13 +171,13 @@ func hexDigit(c byte) (byte, bool) {
 	return 0, false
 }
 
-// sseReaderSize is the buffer an event stream's body is read through once
-// its head is read. The connection's reader (the deployment client's
-// ReadBufferSize, 8 KiB) is sized for an answer's head. A stream spends most of its life
-// waiting in a read, and the reader it waits in is held as long, per open
-// stream. Its events are small, and a read larger than the buffer goes
-// around it (bufio.Reader reads straight into the caller's slice when its
-// own is empty). A burst of events larger than the buffer can still take
+// sseReaderSize is the buffer an event stream's body is read through once its
+// head is read. The connection's reader (the deployment client's
+// ReadBufferSize, 8 KiB) is sized for an answer's head. A stream spends most
+// of its life waiting in a read, and the reader it waits in is held as long,
+// per open stream. Its events are small, and a read larger than the buffer
+// goes around it (bufio.Reader reads straight into the caller's slice when
+// its own is empty). A burst of events larger than the buffer can still take
 // one more read and write: at 1 KiB the harness's streams made up to 0.06
 // more of each per stream; at 2 KiB, as many as with 8 KiB.
 const sseReaderSize = 2 << 10
