@@ -1,6 +1,9 @@
 package parse
 
-import "bytes"
+import (
+	"bytes"
+	"sync"
+)
 
 // Usage is the token usage an answer reports, as the provider counted it.
 // Found is set when any usage object was read.
@@ -35,8 +38,12 @@ type UsageScanner struct {
 	inStr bool
 	esc   bool
 	n     int
-	obj   [maxUsageObject]byte // the usage object captured so far
+	obj   *[maxUsageObject]byte // the usage object captured so far; see capture
 }
+
+// objects holds the capture buffers. A scanner holds one only while it
+// captures an object, so that a stream waiting for its next event holds none.
+var objects = sync.Pool{New: func() any { return new([maxUsageObject]byte) }}
 
 const (
 	phaseKey   uint8 = iota // matching `"usage"` or `"usageMetadata"`
@@ -54,6 +61,7 @@ var (
 
 // Reset makes s ready for another answer.
 func (s *UsageScanner) Reset() {
+	s.release()
 	s.u = Usage{}
 	s.match, s.long, s.phase, s.depth, s.inStr, s.esc, s.n = 0, false, phaseKey, 0, false, false, 0
 }
@@ -107,6 +115,9 @@ func (s *UsageScanner) step(c byte) {
 		}
 		if s.phase == phaseBrace && c == '{' {
 			s.phase, s.depth, s.inStr, s.esc = phaseValue, 1, false, false
+			if s.obj == nil {
+				s.obj = objects.Get().(*[maxUsageObject]byte)
+			}
 			s.obj[0], s.n = '{', 1
 			return
 		}
@@ -169,10 +180,20 @@ func (s *UsageScanner) capture(p []byte) int {
 	case done:
 		ReadUsage(s.obj[:s.n], &s.u)
 		s.phase, s.match = phaseKey, 0
+		s.release()
 	case fit < len(p): // too large for usage: not one
 		s.phase, s.match = phaseKey, 0
+		s.release()
 	}
 	return taken
+}
+
+// release gives the capture buffer back, if the scanner holds one.
+func (s *UsageScanner) release() {
+	if s.obj != nil {
+		objects.Put(s.obj)
+		s.obj = nil
+	}
 }
 
 // ReadUsage reads a usage object into u, overwriting the counts it holds:

@@ -104,3 +104,29 @@ func BenchmarkUsageScannerChatAnswer(b *testing.B) {
 		`"system_fingerprint":"fp_fc9f1d7035"}`)
 	benchScan(b, answer)
 }
+
+// A scanner holds a capture buffer only while it captures an object: a
+// stream that waits between events holds none.
+func TestUsageScannerHoldsNoBufferBetweenObjects(t *testing.T) {
+	var s UsageScanner
+	s.Feed([]byte(`data: {"id":"x","usage":{"prompt_tokens":3,`))
+	if s.obj == nil {
+		t.Fatal("no buffer in the middle of a usage object")
+	}
+	s.Feed([]byte(`"completion_tokens":5}}` + "\n\n"))
+	if s.obj != nil {
+		t.Fatal("the buffer is still held after the object ended")
+	}
+	if u := s.Usage(); u.Input != 3 || u.Output != 5 {
+		t.Fatalf("usage %+v", u)
+	}
+	s.Feed([]byte(`{"usage":{"input_tokens":`))
+	s.Reset()
+	if s.obj != nil {
+		t.Fatal("Reset kept the buffer")
+	}
+	s.Feed([]byte(`{"usage":{` + strings.Repeat(`"x":1,`, maxUsageObject/6+1)))
+	if s.obj != nil {
+		t.Fatal("the buffer is still held after an object too large for usage")
+	}
+}
