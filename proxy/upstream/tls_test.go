@@ -12,7 +12,8 @@ import (
 )
 
 // A deployment on https is reached through the dialer's TLS, and its answer
-// read by the gateway's own body reader.
+// read by the gateway's own body reader, an event stream's through the small
+// one.
 func TestDialerSpeaksTLS(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -35,6 +36,9 @@ func TestDialerSpeaksTLS(t *testing.T) {
 	r.dep.inflight.Add(1)
 	r.Stream(&out, 0, false, nil)
 	defer r.Close()
+	if got := r.stream.(sized).readerSize(); got != sseReaderSize {
+		t.Fatalf("the stream is read through %d bytes over TLS, want %d", got, sseReaderSize)
+	}
 	buf := make([]byte, 64)
 	n, _ := r.Read(buf)
 	if !ownsBody(&r) || string(buf[:n]) != "data: a\n\n" {
