@@ -148,7 +148,7 @@ func (r *Relay) Streamed() bool { return !r.loaded }
 func (r *Relay) Stream(out *fasthttp.Response, fam family.Family, responses bool, tap Tap) int {
 	r.stream = r.resp.BodyStream()
 	r.fam, r.responses, r.tap = fam, responses, tap
-	r.sse = bytes.HasPrefix(r.resp.Header.ContentType(), []byte("text/event-stream"))
+	r.sse = isEventStream(&r.resp.Header)
 	if r.sse {
 		out.Header.Set("Cache-Control", "no-cache")
 		out.Header.Set("X-Accel-Buffering", "no")
@@ -162,6 +162,11 @@ func (r *Relay) Stream(out *fasthttp.Response, fam family.Family, responses bool
 	}
 	r.fixedSize = size >= 0
 	return size
+}
+
+// isEventStream reports whether an answer with header h is an SSE stream.
+func isEventStream(h *fasthttp.ResponseHeader) bool {
+	return bytes.HasPrefix(h.ContentType(), []byte("text/event-stream"))
 }
 
 // Streaming reports whether a streamed answer is being relayed.

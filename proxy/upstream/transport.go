@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -148,7 +147,7 @@ func (t *transport[C]) stream(hc *fasthttp.HostClient, cc C, br *bufio.Reader, r
 	size := resp.Header.ContentLength()
 	b.hc, b.cc, b.br, b.resp, b.closeConn = hc, cc, br, resp, closeConn
 	b.length, b.left, b.done = size, int64(max(size, 0)), false
-	if bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream")) {
+	if isEventStream(&resp.Header) {
 		b.shrink(cc.Conn())
 	}
 	resp.SetBodyStream(b, size)
