@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -166,4 +168,43 @@ func BenchmarkPutResponseIDOrder(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkPutResponseServing records responses the way a serving gateway does: 64 callers
+// that each wait 2 ms between records, so that the process's Ps go idle between them and
+// the scheduler's wake-ups count. It reports the process's CPU time per record
+// (getrusage, user and system), the figure docs/performance.md compares; ns/op is wall time
+// and mostly the callers' waits.
+func BenchmarkPutResponseServing(b *testing.B) {
+	p := newDiskEnv(b, PebbleOptions{}).open()
+	const callers = 64
+	per := b.N/callers + 1
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				time.Sleep(2 * time.Millisecond)
+				r := Response{ID: fmt.Sprintf("resp_%016d", n.Add(1)), Owner: "team-a", Model: "model-x", Deployment: "beta-east", Created: t0}
+				if err := p.PutResponse(r); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(n.Load()), "cpu-ns/op")
+}
+
+// processCPU returns the CPU time the process has used, user and system, in ns
+// (as proxy/rawio's benchmark reads it).
+func processCPU() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
