@@ -28,9 +28,9 @@ func appendResponse(dst []byte, r *Response) []byte {
 func decodeResponse(b []byte, r *Response) error {
 	d := decoder{b: b}
 	d.version()
-	r.Owner = d.string()
-	r.Model = d.string()
-	r.Deployment = d.string()
+	r.Owner = d.interned()
+	r.Model = d.interned()
+	r.Deployment = d.interned()
 	r.Created = d.time()
 	return d.finish()
 }
@@ -114,15 +114,21 @@ func (d *decoder) varint() int64 {
 	return v
 }
 
-func (d *decoder) string() string {
+func (d *decoder) string() string { return string(d.field()) }
+
+// interned is string for the values of a few configured names; see interned.
+func (d *decoder) interned() string { return interned.get(d.field()) }
+
+// field returns the next length-prefixed field's bytes, which alias the record.
+func (d *decoder) field() []byte {
 	n := d.uvarint()
 	if d.err != nil || n > uint64(len(d.b)) {
 		d.fail()
-		return ""
+		return nil
 	}
-	s := string(d.b[:n])
+	b := d.b[:n]
 	d.b = d.b[n:]
-	return s
+	return b
 }
 
 func (d *decoder) time() time.Time {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -11,6 +12,10 @@ import (
 
 // reclaimGroup is how many records one reclaim commit removes at most.
 const reclaimGroup = 128
+
+// keyBufs hold the keys of lookups: Pebble's Get keeps its key past the
+// call's frame, so a key on the stack would be moved to the heap each time.
+var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64); return &b }}
 
 // PutResponse durably records r under r.ID, replacing an earlier record of that id.
 func (p *Pebble) PutResponse(r Response) error {
@@ -54,8 +59,10 @@ func (p *Pebble) GetResponse(id string) (Response, error) {
 	if id == "" || len(id) > MaxResponseIDLen {
 		return Response{}, ErrNotFound
 	}
-	var buf [64]byte
-	key := appendResponseKey(buf[:0], id)
+	buf := keyBufs.Get().(*[]byte)
+	defer keyBufs.Put(buf)
+	key := appendResponseKey((*buf)[:0], id)
+	*buf = key
 	v, closer, err := p.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return Response{}, ErrNotFound
