@@ -5,10 +5,14 @@ package proxy
 import (
 	"bytes"
 	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/store"
 )
 
 // The routing hot path allocates nothing: peek the body, hash the session
@@ -60,5 +64,32 @@ func TestProxiedStreamAllocatesAtMostOne(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(500, func() { h.do(t, req, resp) }); allocs > 1 {
 		t.Fatalf("%v allocations per proxied stream", allocs)
+	}
+}
+
+// A whole retrieve of a recorded response allocates nothing in steady state,
+// in the whole process: its route is matched without the router's parameter
+// strings, the record is read without copies of its names, and the upstream
+// path is built in the call's buffer.
+func TestRetrieveAllocatesNothing(t *testing.T) {
+	st, err := store.OpenPebble(t.TempDir(), store.PebbleOptions{Logger: quietPebble{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := newHotBenchWith(t, Options{Store: st})
+	rec := store.Response{ID: "resp_hot", Owner: "bench", Model: "m", Deployment: "u1", Created: time.Now()}
+	if err := st.PutResponse(rec); err != nil {
+		t.Fatal(err)
+	}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	t.Cleanup(func() { fasthttp.ReleaseRequest(req); fasthttp.ReleaseResponse(resp) })
+	req.SetRequestURI("http://gateway" + responsesBase + "/" + rec.ID)
+	req.Header.Set("Authorization", "Bearer bench-key")
+	for range 100 {
+		h.do(t, req, resp)
+	}
+	if allocs := testing.AllocsPerRun(500, func() { h.do(t, req, resp) }); allocs != 0 {
+		t.Fatalf("%v allocations per retrieve", allocs)
 	}
 }

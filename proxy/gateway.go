@@ -114,7 +114,27 @@ func newLimiter(s store.Store, now func() time.Time) *ratelimit.Limiter {
 func (g *Gateway) Config() *config.Config { return g.state.Load().cfg }
 
 // Handler returns the request handler.
-func (g *Gateway) Handler() fasthttp.RequestHandler { return g.router.Handler }
+func (g *Gateway) Handler() fasthttp.RequestHandler { return g.serve }
+
+// serve matches the Responses routes named by a response id before the
+// router, which makes a string and two interface values of a path
+// parameter: three allocations on every retrieve. Everything else, and any
+// path these do not match exactly, is the router's.
+func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
+	if id, ep, ok := responsesIDRoute(ctx); ok {
+		defer g.recoverPanic(ctx)
+		g.responsesOwned(ctx, ep, id)
+		return
+	}
+	g.router.Handler(ctx)
+}
+
+// recoverPanic answers a panicking handler as the router's PanicHandler does.
+func (g *Gateway) recoverPanic(ctx *fasthttp.RequestCtx) {
+	if v := recover(); v != nil {
+		g.panicked(ctx, v)
+	}
+}
 
 // NewServer returns a fasthttp server for the gateway: request bodies are
 // streamed so that per-route limits apply before a body is held, and there is

@@ -20,7 +20,7 @@ func (g *Gateway) routeResponses(r *router.Router) {
 	r.GET(responsesBase, g.responsesWebSocket)
 	r.GET(responsesBase+"/{id}", g.responsesGet)
 	r.DELETE(responsesBase+"/{id}", g.responsesDelete)
-	r.GET(responsesBase+"/{id}/input_items", g.responsesInputItems)
+	r.GET(responsesBase+"/{id}"+inputItems, g.responsesInputItems)
 	r.POST(responsesBase+"/input_tokens", g.responsesInputTokens)
 	r.POST(responsesBase+"/compact", g.responsesCompact)
 }
@@ -105,7 +105,7 @@ func (c *call) routeModelName() string {
 // whose deployment is gone are all the same "not found": nothing reveals that
 // a response exists. asPrevious shapes the error for previous_response_id.
 func (c *call) ownedResponse(id []byte, asPrevious bool) (store.Response, *upstream.Deployment, bool) {
-	rec, err := c.g.opts.Store.GetResponse(string(id))
+	rec, err := c.g.opts.Store.GetResponse(b2s(id)) // rec.ID is id: used within the call only
 	if err == nil && rec.Owner == c.keyID {
 		if dep := c.st.deps[rec.Deployment]; dep != nil && dep.Family() == family.Beta {
 			return rec, dep, true
@@ -193,29 +193,65 @@ func (c *call) recordResponse(id []byte) error {
 	return c.g.opts.Store.PutResponse(rec)
 }
 
+// The routes of one response are served by responsesOwned; serve matches
+// them first (responsesIDRoute), and these, the router's, serve what it does
+// not, so that the router still answers the methods they do not allow.
 func (g *Gateway) responsesGet(ctx *fasthttp.RequestCtx) {
-	g.responsesOwned(ctx, epResponsesGet, "")
+	g.responsesOwned(ctx, epResponsesGet, idParam(ctx))
 }
 
 func (g *Gateway) responsesInputItems(ctx *fasthttp.RequestCtx) {
-	g.responsesOwned(ctx, epResponsesInputItems, "/input_items")
+	g.responsesOwned(ctx, epResponsesInputItems, idParam(ctx))
 }
 
 func (g *Gateway) responsesDelete(ctx *fasthttp.RequestCtx) {
-	g.responsesOwned(ctx, epResponsesDelete, "")
+	g.responsesOwned(ctx, epResponsesDelete, idParam(ctx))
 }
 
-// responsesOwned serves retrieve, delete and input items: owner only, sent to
-// the deployment that holds the response, the query string as the client
-// encoded it. An unknown or foreign id is answered 404 without an upstream call.
-func (g *Gateway) responsesOwned(ctx *fasthttp.RequestCtx, ep endpoint, suffix string) {
+func idParam(ctx *fasthttp.RequestCtx) []byte {
+	id, _ := ctx.UserValue("id").(string)
+	return s2b(id)
+}
+
+const inputItems = "/input_items"
+
+// responsesIDRoute matches what the router's responsesBase+"/{id}" and
+// "/{id}/input_items" routes match, on the same raw path, for their methods:
+// an id without a slash, not empty but before /input_items.
+func responsesIDRoute(ctx *fasthttp.RequestCtx) (id []byte, ep endpoint, ok bool) {
+	p := ctx.Request.URI().PathOriginal()
+	if len(p) <= len(responsesBase)+1 || string(p[:len(responsesBase)+1]) != responsesBase+"/" {
+		return nil, 0, false
+	}
+	id = p[len(responsesBase)+1:]
+	ep = epResponsesGet
+	if i := bytes.IndexByte(id, '/'); i >= 0 {
+		if string(id[i:]) != inputItems { // an empty id before it is taken, as the router does
+			return nil, 0, false
+		}
+		id, ep = id[:i], epResponsesInputItems
+	}
+	switch m := ctx.Request.Header.Method(); {
+	case string(m) == fasthttp.MethodGet:
+	case string(m) == fasthttp.MethodDelete && ep == epResponsesGet:
+		ep = epResponsesDelete
+	default:
+		return nil, 0, false
+	}
+	return id, ep, true
+}
+
+// responsesOwned serves retrieve, delete and input items of the response id
+// (which lives as long as the request): owner only, sent to the deployment
+// that holds the response, the query string as the client encoded it. An
+// unknown or foreign id is answered 404 without an upstream call.
+func (g *Gateway) responsesOwned(ctx *fasthttp.RequestCtx, ep endpoint, id []byte) {
 	c := g.acquireCall(ctx, family.Beta, ep)
 	defer c.end()
 	if !c.authenticate() || !c.needStore() {
 		return
 	}
-	id, _ := ctx.UserValue("id").(string)
-	rec, dep, ok := c.ownedResponse(s2b(id), false)
+	rec, dep, ok := c.ownedResponse(id, false)
 	if !ok {
 		return
 	}
@@ -223,7 +259,12 @@ func (g *Gateway) responsesOwned(ctx *fasthttp.RequestCtx, ep endpoint, suffix s
 		c.model = m
 	}
 	stream := ep == epResponsesGet && bytes.Contains(ctx.URI().QueryString(), []byte("stream=true"))
-	c.forwardTo(dep, "/responses/"+id+suffix, nil, stream)
+	path := append(append(c.idBuf[:0], "/responses/"...), id...)
+	if ep == epResponsesInputItems {
+		path = append(path, inputItems...)
+	}
+	c.idBuf = path
+	c.forwardTo(dep, b2s(path), nil, stream)
 	if ep == epResponsesDelete && (c.status/100 == 2 || c.status == 404) {
 		if err := g.opts.Store.DeleteResponse(rec.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 			g.log.Error("cannot delete response record", "response", rec.ID, "err", err)

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/parse"
 )
 
 // BenchmarkResponsesCreate compares a create whose ownership record is
@@ -47,4 +49,40 @@ func benchResponsesCreate(b *testing.B, e *testEnv) {
 		f(fmt.Sprintf("recorded/inflight-%d", 2*p), `{"model":"chat-model","input":"hello"}`, p)
 		f(fmt.Sprintf("unrecorded/inflight-%d", 2*p), `{"model":"chat-model","input":"hello","store":false}`, p)
 	}
+}
+
+// BenchmarkResponsesRetrieve is a retrieve (GET by id) of a recorded response:
+// the ownership lookup in the store and the call to the deployment that holds it.
+func BenchmarkResponsesRetrieve(b *testing.B) {
+	e := newEnv(b, nil)
+	client := &fasthttp.HostClient{Addr: e.ln.Addr().String(), MaxConns: 256}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod("POST")
+	req.SetRequestURI("http://gw" + responsesBase)
+	req.Header.Set("Authorization", "Bearer "+keyA)
+	req.Header.SetContentType("application/json")
+	req.SetBodyString(`{"model":"chat-model","input":"hello"}`)
+	if err := client.Do(req, resp); err != nil || resp.StatusCode() != 200 {
+		b.Fatalf("%v %d %s", err, resp.StatusCode(), resp.Body())
+	}
+	id, err := parse.StringValue(nil, parse.Member(resp.Body(), "id"))
+	if err != nil || len(id) == 0 {
+		b.Fatalf("no id in %s", resp.Body())
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI("http://gw" + responsesBase + "/" + string(id))
+		req.Header.Set("Authorization", "Bearer "+keyA)
+		for pb.Next() {
+			if err := client.Do(req, resp); err != nil || resp.StatusCode() != 200 {
+				b.Fatalf("%v %d %s", err, resp.StatusCode(), resp.Body())
+			}
+		}
+	})
 }
