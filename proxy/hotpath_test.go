@@ -56,19 +56,28 @@ func newHotBench(tb testing.TB) *hotBench {
 // Logger is set here).
 func newHotBenchWith(tb testing.TB, opts Options) *hotBench {
 	tb.Helper()
+	return newHotBenchUpstream(tb, opts, hotUpstream)
+}
+
+// hotUpstream answers hotStream to a streamed call, hotAnswer to any other.
+func hotUpstream(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("application/json")
+	if parse.Member(ctx.PostBody(), "stream") != nil {
+		ctx.SetContentType("text/event-stream")
+		ctx.Response.SetBodyRaw(hotStream)
+		return
+	}
+	ctx.Response.SetBodyRaw(hotAnswer)
+}
+
+// newHotBenchUpstream is newHotBenchWith with the upstream's handler.
+func newHotBenchUpstream(tb testing.TB, opts Options, handler fasthttp.RequestHandler) *hotBench {
+	tb.Helper()
 	upLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	up := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
-		ctx.SetContentType("application/json")
-		if parse.Member(ctx.PostBody(), "stream") != nil {
-			ctx.SetContentType("text/event-stream")
-			ctx.Response.SetBodyRaw(hotStream)
-			return
-		}
-		ctx.Response.SetBodyRaw(hotAnswer)
-	}}
+	up := &fasthttp.Server{Handler: handler}
 	go up.Serve(upLn)
 	yaml := fmt.Sprintf(`
 keys: [{id: bench, key: bench-key}]
