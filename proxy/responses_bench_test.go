@@ -32,11 +32,7 @@ func benchResponsesCreate(b *testing.B, e *testEnv) {
 				req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 				defer fasthttp.ReleaseRequest(req)
 				defer fasthttp.ReleaseResponse(resp)
-				req.Header.SetMethod("POST")
-				req.SetRequestURI("http://gw" + responsesBase)
-				req.Header.Set("Authorization", "Bearer "+keyA)
-				req.Header.SetContentType("application/json")
-				req.SetBodyString(body)
+				createRequest(req, body)
 				for pb.Next() {
 					if err := client.Do(req, resp); err != nil || resp.StatusCode() != 200 {
 						b.Fatalf("%v %d %s", err, resp.StatusCode(), resp.Body())
@@ -51,6 +47,15 @@ func benchResponsesCreate(b *testing.B, e *testEnv) {
 	}
 }
 
+// createRequest makes req a create of key A with body.
+func createRequest(req *fasthttp.Request, body string) {
+	req.Header.SetMethod("POST")
+	req.SetRequestURI("http://gw" + responsesBase)
+	req.Header.Set("Authorization", "Bearer "+keyA)
+	req.Header.SetContentType("application/json")
+	req.SetBodyString(body)
+}
+
 // BenchmarkResponsesRetrieve is a retrieve (GET by id) of a recorded response:
 // the ownership lookup in the store and the call to the deployment that holds it.
 func BenchmarkResponsesRetrieve(b *testing.B) {
@@ -59,11 +64,7 @@ func BenchmarkResponsesRetrieve(b *testing.B) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.Header.SetMethod("POST")
-	req.SetRequestURI("http://gw" + responsesBase)
-	req.Header.Set("Authorization", "Bearer "+keyA)
-	req.Header.SetContentType("application/json")
-	req.SetBodyString(`{"model":"chat-model","input":"hello"}`)
+	createRequest(req, `{"model":"chat-model","input":"hello"}`)
 	if err := client.Do(req, resp); err != nil || resp.StatusCode() != 200 {
 		b.Fatalf("%v %d %s", err, resp.StatusCode(), resp.Body())
 	}
