@@ -13,8 +13,9 @@ import (
 // reclaimGroup is how many records one reclaim commit removes at most.
 const reclaimGroup = 128
 
-// keyBufs hold the keys of lookups: Pebble's Get keeps its key past the
-// call's frame, so a key on the stack would be moved to the heap each time.
+// keyBufs hold the keys of lookups. The key escapes through Pebble's Get, so
+// one on the stack would be moved to the heap each time; Get's contract lets
+// the caller reuse it once Get returns.
 var keyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64); return &b }}
 
 // PutResponse durably records r under r.ID, replacing an earlier record of that id.
