@@ -34,6 +34,11 @@ type Conn struct {
 	*net.TCPConn
 	rc     syscall.RawConn
 	rd, wr op
+	// remote is the peer's address, read once: fasthttp asks an upstream
+	// connection for it with every answer (Response.ParseNetConn), and the
+	// TCP connection's own method reads a field of its netFD, a line no read
+	// or write touches.
+	remote net.Addr
 }
 
 // op is the state of one direction: RawConn's Read or Write and the step
@@ -58,11 +63,14 @@ func Wrap(c net.Conn) *Conn {
 	if err != nil {
 		return nil
 	}
-	x := &Conn{TCPConn: tc, rc: rc}
+	x := &Conn{TCPConn: tc, rc: rc, remote: tc.RemoteAddr()}
 	x.rd.wait, x.rd.step = rc.Read, x.readStep
 	x.wr.wait, x.wr.step = rc.Write, x.writeStep
 	return x
 }
+
+// RemoteAddr returns the peer's address.
+func (x *Conn) RemoteAddr() net.Addr { return x.remote }
 
 // Raw returns the connection's syscall.RawConn.
 func (x *Conn) Raw() syscall.RawConn { return x.rc }

@@ -201,3 +201,14 @@ func BenchmarkPingPong(b *testing.B) {
 		})
 	}
 }
+
+// The wrapped connection names the same peer as the TCP connection.
+func TestRemoteAddr(t *testing.T) {
+	x, c, peer := tcpPair(t)
+	if got, want := x.RemoteAddr().String(), c.RemoteAddr().String(); got != want {
+		t.Fatalf("RemoteAddr %s, want %s", got, want)
+	}
+	if got, want := x.RemoteAddr().String(), peer.LocalAddr().String(); got != want {
+		t.Fatalf("RemoteAddr %s, the peer is at %s", got, want)
+	}
+}

@@ -53,7 +53,6 @@ func (d *dialer) Dial(addr string) (net.Conn, error) {
 	}
 	dc.Conn = c
 	dc.local = connAddr{Addr: c.LocalAddr(), conn: dc}
-	dc.remote = c.RemoteAddr()
 	return dc, nil
 }
 
@@ -96,10 +95,6 @@ type deadlineConn struct {
 	// while idle. See Stale.
 	stale bool
 	local connAddr
-	// remote is the peer's address, read once: fasthttp asks for it with
-	// every answer (Response.ParseNetConn), and the TCP connection's own
-	// method is a call through two wrappers to a cold field.
-	remote net.Addr
 	// deadline is the read deadline in force; it is moved only when the
 	// wanted one is later by more than a sixteenth of the timeout, so a busy
 	// stream does not re-arm a timer on every read.
@@ -239,14 +234,6 @@ type connAddr struct {
 func Stale(resp *fasthttp.Response) bool {
 	a, ok := resp.LocalAddr().(*connAddr)
 	return ok && a.conn.stale
-}
-
-// RemoteAddr returns the connection's remote address.
-func (c *deadlineConn) RemoteAddr() net.Addr {
-	if c.remote == nil { // made by hand, not by the dialer
-		return c.Conn.RemoteAddr()
-	}
-	return c.remote
 }
 
 // SetReadDeadline is owned by Read; see dialer.
