@@ -219,11 +219,10 @@ const inputItems = "/input_items"
 // "/{id}/input_items" routes match, on the same raw path, for their methods:
 // an id without a slash, not empty but before /input_items.
 func responsesIDRoute(ctx *fasthttp.RequestCtx) (id []byte, ep endpoint, ok bool) {
-	p := ctx.Request.URI().PathOriginal()
-	if len(p) <= len(responsesBase)+1 || string(p[:len(responsesBase)+1]) != responsesBase+"/" {
+	id, found := bytes.CutPrefix(ctx.Request.URI().PathOriginal(), []byte(responsesBase+"/"))
+	if !found || len(id) == 0 {
 		return nil, 0, false
 	}
-	id = p[len(responsesBase)+1:]
 	ep = epResponsesGet
 	if i := bytes.IndexByte(id, '/'); i >= 0 {
 		if string(id[i:]) != inputItems { // an empty id before it is taken, as the router does
