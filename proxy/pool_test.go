@@ -7,60 +7,86 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// burstUpstream is an upstream whose first n calls wait until all n have
+// arrived, so that the gateway opens n connections to it; with record set it
+// keeps the gateway's address of every call, as it sees it.
+type burstUpstream struct {
+	n       int
+	record  bool
+	arrived sync.WaitGroup
+	release chan struct{}
+	mu      sync.Mutex
+	calls   int
+	seen    []string
+}
+
+func newBurstUpstream(n int, record bool) *burstUpstream {
+	b := &burstUpstream{n: n, record: record, release: make(chan struct{})}
+	b.arrived.Add(n)
+	return b
+}
+
+func (b *burstUpstream) handle(ctx *fasthttp.RequestCtx) {
+	b.mu.Lock()
+	b.calls++
+	n := b.calls
+	if b.record {
+		b.seen = append(b.seen, ctx.RemoteAddr().String())
+	}
+	b.mu.Unlock()
+	if n <= b.n {
+		b.arrived.Done()
+		<-b.release
+	}
+	hotUpstream(ctx)
+}
+
+// send makes the burst's n calls through h at once, and returns once all of
+// them are answered.
+func (b *burstUpstream) send(tb testing.TB, h *hotBench) {
+	tb.Helper()
+	errs := make(chan error, b.n)
+	for range b.n {
+		go func() {
+			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(resp)
+			hotRequest(req, hotBody)
+			err := h.client.Do(req, resp)
+			if err == nil && resp.StatusCode() != 200 {
+				tb.Errorf("status %d: %s", resp.StatusCode(), resp.Body())
+			}
+			errs <- err
+		}()
+	}
+	b.arrived.Wait()
+	close(b.release)
+	for range b.n {
+		if err := <-errs; err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
 // A deployment's pool hands out the connection released last: after a burst,
 // calls made one at a time go over one connection, so the others go idle and
 // are closed by the idle timeout, and the one in use is the one least likely
 // to have been closed by the upstream. (Handing out the oldest, fasthttp's
 // default, also shifts the whole idle list on every call.)
 func TestUpstreamPoolReusesTheLastConnection(t *testing.T) {
-	var (
-		mu   sync.Mutex
-		seen []string // the gateway's address of each call, as the upstream sees it
-	)
-	arrived, release := make(chan struct{}, 2), make(chan struct{})
-	h := newHotBenchUpstream(t, Options{}, func(ctx *fasthttp.RequestCtx) {
-		mu.Lock()
-		seen = append(seen, ctx.RemoteAddr().String())
-		n := len(seen)
-		mu.Unlock()
-		if n <= 2 { // the burst: both wait until both have arrived
-			arrived <- struct{}{}
-			<-release
-		}
-		hotUpstream(ctx)
-	})
-	call := func() error {
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseRequest(req)
-		defer fasthttp.ReleaseResponse(resp)
-		hotRequest(req, hotBody)
-		if err := h.client.Do(req, resp); err != nil {
-			return err
-		}
-		if resp.StatusCode() != 200 {
-			t.Errorf("status %d: %s", resp.StatusCode(), resp.Body())
-		}
-		return nil
-	}
-	errs := make(chan error, 2)
-	for range 2 {
-		go func() { errs <- call() }()
-	}
-	<-arrived
-	<-arrived
-	close(release)
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	up := newBurstUpstream(2, true)
+	h := newHotBenchUpstream(t, Options{}, up.handle)
+	up.send(t, h)
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	hotRequest(req, hotBody)
 	for range 6 {
-		if err := call(); err != nil {
-			t.Fatal(err)
-		}
+		h.do(t, req, resp)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	seen := up.seen
 	if seen[0] == seen[1] {
 		t.Fatalf("the burst went over one connection: %q", seen)
 	}
@@ -75,41 +101,10 @@ func TestUpstreamPoolReusesTheLastConnection(t *testing.T) {
 // burst of 500 calls at once left 500 connections to the deployment idle:
 // what handing one out costs with that many in the pool.
 func BenchmarkProxiedRequestAfterBurst(b *testing.B) {
-	const burst = 500
-	var arrivedN sync.WaitGroup
-	arrivedN.Add(burst)
-	release := make(chan struct{})
-	var mu sync.Mutex
-	calls := 0
-	h := newHotBenchUpstream(b, Options{}, func(ctx *fasthttp.RequestCtx) {
-		mu.Lock()
-		calls++
-		n := calls
-		mu.Unlock()
-		if n <= burst {
-			arrivedN.Done()
-			<-release
-		}
-		hotUpstream(ctx)
-	})
-	h.client.MaxConns = 2 * burst
-	errs := make(chan error, burst)
-	for range burst {
-		go func() {
-			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-			defer fasthttp.ReleaseRequest(req)
-			defer fasthttp.ReleaseResponse(resp)
-			hotRequest(req, hotBody)
-			errs <- h.client.Do(req, resp)
-		}()
-	}
-	arrivedN.Wait()
-	close(release)
-	for range burst {
-		if err := <-errs; err != nil {
-			b.Fatal(err)
-		}
-	}
+	up := newBurstUpstream(500, false)
+	h := newHotBenchUpstream(b, Options{}, up.handle)
+	h.client.MaxConns = 2 * up.n
+	up.send(b, h)
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
