@@ -97,6 +97,10 @@ func (s *UsageScanner) Feed(p []byte) {
 			p = p[s.capture(p):]
 			continue
 		}
+		if s.phase == phaseBrace && p[0] == '{' {
+			p = p[s.value(p):]
+			continue
+		}
 		s.step(p[0])
 		p = p[1:]
 	}
@@ -111,14 +115,6 @@ func (s *UsageScanner) step(c byte) {
 		}
 		if s.phase == phaseColon && c == ':' {
 			s.phase = phaseBrace
-			return
-		}
-		if s.phase == phaseBrace && c == '{' {
-			s.phase, s.depth, s.inStr, s.esc = phaseValue, 1, false, false
-			if s.obj == nil {
-				s.obj = objects.Get().(*[maxUsageObject]byte)
-			}
-			s.obj[0], s.n = '{', 1
 			return
 		}
 		s.phase, s.match = phaseKey, 0
@@ -149,6 +145,25 @@ func (s *UsageScanner) key(c byte) {
 	if c == '"' {
 		s.match = 1
 	}
+}
+
+// value begins the usage object at the start of p, and returns how many bytes
+// of p it took. An object that p holds whole, within maxUsageObject, is read
+// where it lies: that is a whole answer's usage, and a stream's when its event
+// came in one read. Any other is captured (see capture) and read once it ends;
+// what the read in place found is then dropped, so that an object that turns
+// out too large for usage still counts for nothing.
+func (s *UsageScanner) value(p []byte) int {
+	u := s.u
+	if end := readUsage(p[:min(len(p), maxUsageObject)], &u); end > 0 {
+		s.u, s.phase, s.match = u, phaseKey, 0
+		return end
+	}
+	s.phase, s.depth, s.inStr, s.esc, s.n = phaseValue, 0, false, false, 0
+	if s.obj == nil {
+		s.obj = objects.Get().(*[maxUsageObject]byte)
+	}
+	return s.capture(p)
 }
 
 // capture copies the usage object's bytes from the start of p, and returns
@@ -203,9 +218,20 @@ func (s *UsageScanner) release() {
 // the input details) and reasoning (thoughtsTokenCount, and
 // reasoning_tokens in the output details). Other members are skipped; a
 // broken object is read as far as it goes. It does not allocate.
-func ReadUsage(obj []byte, u *Usage) {
+func ReadUsage(obj []byte, u *Usage) { readUsage(obj, u) }
+
+// readUsage reads the usage object at the start of obj into u, as ReadUsage
+// does, and returns where the object ends: -1 when obj does not hold it whole
+// and well formed.
+func readUsage(obj []byte, u *Usage) int {
 	u.Found = true
+	last := skipWS(obj, 0) // the end of the last member read; at first, the brace
+	if last >= len(obj) || obj[last] != '{' {
+		return -1
+	}
+	last++
 	for key, val, i := nextMember(obj, -1); i >= 0; key, val, i = nextMember(obj, i) {
+		last = i
 		switch string(key) {
 		case "prompt_tokens", "input_tokens", "promptTokenCount":
 			setCount(&u.Input, val)
@@ -221,6 +247,10 @@ func ReadUsage(obj []byte, u *Usage) {
 			setCount(&u.Reasoning, Member(val, "reasoning_tokens"))
 		}
 	}
+	if last = skipWS(obj, last); last < len(obj) && obj[last] == '}' {
+		return last + 1
+	}
+	return -1
 }
 
 // nextMember returns the key (raw, without quotes) and value of the member

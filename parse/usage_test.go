@@ -40,6 +40,10 @@ func TestUsageScanner(t *testing.T) {
 		Usage{Input: 4, Output: 6, Cached: 2, Reasoning: 5, Found: true})
 	f("none", `{"usage":null,"x":"usage","usageX":{"input_tokens":1},"y":{"usag":{"input_tokens":2}}}`, Usage{})
 	f("too large", `{"usage":{"input_tokens":1,"pad":"`+strings.Repeat("x", maxUsageObject)+`"}}`, Usage{})
+	obj := `{"input_tokens":1,"pad":"` + strings.Repeat("x", maxUsageObject) + `"}`
+	obj = obj[:maxUsageObject-2] + `"}` // exactly the bound
+	f("at the bound", `{"usage":`+obj+`}`, Usage{Input: 1, Found: true})
+	f("a byte over", `{"usage":`+obj[:maxUsageObject-2]+`x"}}`, Usage{})
 }
 
 func FuzzUsageScanner(f *testing.F) {
