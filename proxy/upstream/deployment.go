@@ -24,7 +24,7 @@ type Deployment struct {
 	// The upstream URL is scheme://host + basePath + the endpoint path;
 	// basePath is the base URL's path without a trailing slash. TLS is the
 	// dialer's (see dialer), so fasthttp sees every deployment as http.
-	host     []byte // host[:port], as the base URL gives it
+	uri      fasthttp.URI // scheme and host[:port] of the base URL; see Target
 	basePath string
 	apiKey   string
 	bearer   []byte // "Bearer <apiKey>"
@@ -73,7 +73,6 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 	d := &Deployment{
 		name:        u.Name,
 		family:      fam,
-		host:        []byte(pu.Host),
 		basePath:    strings.TrimRight(pu.EscapedPath(), "/"),
 		apiKey:      u.APIKey,
 		bearer:      []byte("Bearer " + u.APIKey),
@@ -85,6 +84,8 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 		maxConns:    u.MaxConns,
 		idleConn:    t.IdleConn.D(),
 	}
+	d.uri.SetSchemeBytes(schemeHTTP) // the dialer speaks TLS where the deployment does
+	d.uri.SetHost(pu.Host)
 	d.client = newClient(addr, tlsConfig(isTLS, pu.Hostname()), u.MaxConns, t)
 	if !d.loadsItself() {
 		d.client.MaxResponseBodySize = d.maxAnswer
@@ -166,12 +167,11 @@ func (d *Deployment) Conns() int { return d.client.ConnsCount() }
 // Target points req at path of the deployment. scratch is a buffer for the
 // URL path, returned for reuse.
 func (d *Deployment) Target(req *fasthttp.Request, scratch []byte, path string) []byte {
-	// The URL is set by its parts, which spares the client parsing it whole.
-	u := req.URI()
-	u.SetSchemeBytes(schemeHTTP) // the dialer speaks TLS where the deployment does
-	u.SetHostBytes(d.host)
+	// The URL is copied from the deployment's and given its path, which
+	// spares fasthttp parsing the request's empty one first.
+	req.SetURI(&d.uri)
 	scratch = append(append(scratch[:0], d.basePath...), path...)
-	u.SetPathBytes(scratch)
+	req.URI().SetPathBytes(scratch)
 	return scratch
 }
 
