@@ -58,6 +58,12 @@ type clientConn struct {
 	deadline time.Time
 	// readDeadline is the read deadline in force; see SetReadDeadline.
 	readDeadline time.Time
+	// head holds the first bytes of the read that began the request being
+	// read (the first read since the last write), so that requestError can
+	// answer a request fasthttp could not parse in its family's shape.
+	head  [64]byte
+	headN uint8
+	begun bool // a read was made since the last write
 }
 
 // heldCap bounds the bytes a connection holds back: an SSE relay's largest
@@ -132,6 +138,7 @@ func (c *clientConn) sendHeldLocked() error {
 
 // write writes p, re-arming the idle deadline while the client takes bytes.
 func (c *clientConn) write(p []byte) (int, error) {
+	c.begun = false
 	written := 0
 	for {
 		if err := c.arm(); err != nil {
@@ -179,8 +186,16 @@ func (c *clientConn) Read(p []byte) (int, error) {
 	if err := c.sendHeld(); err != nil {
 		return 0, err
 	}
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	if !c.begun && n > 0 {
+		c.headN, c.begun = uint8(copy(c.head[:], p[:n])), true
+	}
+	return n, err
 }
+
+// requestHead returns the first bytes of the request being read, as far as
+// the read that began it holds them.
+func (c *clientConn) requestHead() []byte { return c.head[:c.headN] }
 
 // Close sends what is held back, then closes the connection.
 func (c *clientConn) Close() error {

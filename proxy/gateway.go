@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"log/slog"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -121,6 +123,10 @@ func (g *Gateway) Handler() fasthttp.RequestHandler { return g.serve }
 // parameter: three allocations on every retrieve. Everything else, and any
 // path these do not match exactly, is the router's.
 func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
+	if framedTwice(&ctx.Request.Header) {
+		g.refuseFramedTwice(ctx)
+		return
+	}
 	if id, ep, ok := responsesIDRoute(ctx); ok {
 		defer g.recoverPanic(ctx)
 		g.responsesOwned(ctx, ep, id)
@@ -136,12 +142,76 @@ func (g *Gateway) recoverPanic(ctx *fasthttp.RequestCtx) {
 	}
 }
 
+// framedTwice reports whether a chunked request also has a Content-Length.
+// fasthttp reads its body as chunked and drops the length, but a proxy in
+// front of the gateway may have framed it by the length: the bytes one reads
+// as the next request are the other's body (request smuggling). Only a
+// chunked request's raw head is looked at.
+func framedTwice(h *fasthttp.RequestHeader) bool {
+	if h.ContentLength() != -1 {
+		return false
+	}
+	for raw := h.RawHeaders(); len(raw) > 0; {
+		var line []byte
+		line, raw, _ = bytes.Cut(raw, []byte("\n"))
+		name, _, ok := bytes.Cut(line, []byte(":"))
+		if ok && bytes.EqualFold(bytes.TrimRight(name, " \t"), []byte("Content-Length")) {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseFramedTwice answers a request with both framings with 400 and closes
+// the connection without reading the body, as RFC 9112 section 6.1 requires.
+func (g *Gateway) refuseFramedTwice(ctx *fasthttp.RequestCtx) {
+	c := g.acquireCall(ctx, familyOfPath(ctx.Request.Header.RequestURI()), epOther)
+	defer c.end()
+	c.fail(&Error{Status: 400, Reason: "framed_twice",
+		Message: "the request has both Content-Length and Transfer-Encoding"})
+	c.bodyDone = true // the body is not read: the connection closes
+	closeAfterAnswer(ctx)
+}
+
+// requestError is the server's ErrorHandler: it answers a request fasthttp
+// could not read (a malformed head, a head larger than the read buffer, a
+// read timeout) in the error shape of the family its path names, as far as
+// the request line was read; fasthttp then closes the connection.
+func (g *Gateway) requestError(ctx *fasthttp.RequestCtx, err error) {
+	e := &Error{Status: 400, Reason: "malformed_request", Message: "the request is not valid HTTP/1.1"}
+	var small *fasthttp.ErrSmallBuffer
+	var nerr net.Error
+	switch {
+	case errors.As(err, &small):
+		e = &Error{Status: 431, Reason: "header_too_large", Message: "the request's header is larger than the gateway reads"}
+	case errors.As(err, &nerr) && nerr.Timeout():
+		e = &Error{Status: 408, Reason: "request_timeout", Message: "the request did not arrive in time"}
+	}
+	// fasthttp has reset the header it could not read: the family comes from
+	// the request line as the connection received it.
+	var head []byte
+	if cc, ok := ctx.Conn().(*clientConn); ok {
+		head = cc.requestHead()
+	}
+	c := g.acquireCall(ctx, familyOfRequestLine(head), epOther)
+	defer c.end()
+	c.fail(e)
+}
+
+// familyOfRequestLine is the family of the path in the request line at the
+// start of head: beta when there is none.
+func familyOfRequestLine(head []byte) family.Family {
+	_, rest, _ := bytes.Cut(head, []byte(" "))
+	return familyOfPath(rest)
+}
+
 // NewServer returns a fasthttp server for the gateway: request bodies are
 // streamed so that per-route limits apply before a body is held, and there is
 // no write timeout, which would cut long streams.
 func (g *Gateway) NewServer() *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:                      g.Handler(),
+		ErrorHandler:                 g.requestError,
 		Name:                         "modelgate",
 		ReadTimeout:                  2 * time.Minute,
 		IdleTimeout:                  2 * time.Minute,

@@ -1,0 +1,128 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// exchange writes raw to a new connection to addr and reads the answers until
+// the gateway closes it. The deadline only bounds a gateway that never
+// closes, which fails the test.
+func exchange(t *testing.T, addr, raw string) (answers []*http.Response, bodies []string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	for {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("the gateway kept the connection open after %d answers", len(answers))
+			}
+			return answers, bodies
+		}
+		b, _ := io.ReadAll(resp.Body)
+		answers, bodies = append(answers, resp), append(bodies, string(b))
+	}
+}
+
+// A chunked request that also has a Content-Length is refused before any
+// upstream call, and the connection closes without its body being read: a
+// proxy in front may have framed it by the length, and what follows would be
+// read as a request of its own.
+func TestFramedTwiceRefused(t *testing.T) {
+	var calls atomic.Int64
+	addr := rawUpstreamGateway(t, func(ctx *fasthttp.RequestCtx) {
+		calls.Add(1)
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"id":"x","object":"chat.completion","choices":[]}`)
+	})
+	body := `{"model":"m","messages":[]}`
+	chunked := "1b\r\n" + body + "\r\n0\r\n\r\n"
+	smuggled := "GET /v1/models HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\n\r\n"
+	head := "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\n"
+	for _, framing := range []string{
+		"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+		"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+		"transfer-encoding: chunked\r\ncontent-length: 0\r\n",
+	} {
+		answers, bodies := exchange(t, addr, head+framing+"\r\n"+chunked+smuggled)
+		if len(answers) != 1 || answers[0].StatusCode != 400 || !answers[0].Close ||
+			!strings.Contains(bodies[0], `"type":"invalid_request_error"`) {
+			t.Fatalf("%q: want one 400 in the beta shape and the connection closed, got %d answers %q", framing, len(answers), bodies)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the upstream was called %d times", n)
+	}
+	// Chunked alone is served, and so is the request after it.
+	answers, bodies := exchange(t, addr, head+"Transfer-Encoding: chunked\r\n\r\n"+chunked+
+		strings.Replace(smuggled, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1))
+	if len(answers) != 2 || answers[0].StatusCode != 200 || answers[1].StatusCode != 200 {
+		t.Fatalf("chunked request: %d answers %q", len(answers), bodies)
+	}
+}
+
+// A request fasthttp cannot read is answered in the error shape of the
+// family its path names, with the status that says why, and the connection
+// closes.
+func TestMalformedRequestNativeError(t *testing.T) {
+	addr := rawUpstreamGateway(t, func(ctx *fasthttp.RequestCtx) {})
+	big := "X-Big: " + strings.Repeat("a", 9<<10) + "\r\n"
+	for _, c := range []struct {
+		name, raw string
+		status    int
+		shape     string
+	}{
+		{"alpha, header without colon", "POST /v1/router/alpha/v1/messages HTTP/1.1\r\nHost: gw\r\nbroken\r\n\r\n", 400, `"type":"error"`},
+		{"gamma, two lengths", "POST /gamma/v1beta/models/g:generateContent HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400, `"status":"INVALID_ARGUMENT"`},
+		{"beta, negative length", "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: -1\r\n\r\n", 400, `"type":"invalid_request_error"`},
+		{"beta, head too large", "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\n" + big + "\r\n", 431, `"type":"invalid_request_error"`},
+		{"no request line", "HELLO\r\n\r\n", 400, `"error":{`},
+	} {
+		answers, bodies := exchange(t, addr, c.raw)
+		if len(answers) != 1 || answers[0].StatusCode != c.status || !answers[0].Close ||
+			answers[0].Header.Get("Content-Type") != "application/json" || !strings.Contains(bodies[0], c.shape) {
+			t.Errorf("%s: want one %d with %s, got %d answers %v %q", c.name, c.status, c.shape, len(answers), answers, bodies)
+		}
+	}
+
+	// On a kept-alive connection the family is the failed request's, not the
+	// one's before it.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(conn)
+	io.WriteString(conn, "GET /v1/router/beta/v1/models HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\n\r\n")
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("models: %v %v", resp, err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+	}
+	io.WriteString(conn, "POST /alpha/v1/messages HTTP/1.1\r\nHost: gw\r\nbroken\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 400 || !strings.Contains(string(b), `"type":"error"`) {
+		t.Fatalf("second request: %d %s", resp.StatusCode, b)
+	}
+}
