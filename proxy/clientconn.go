@@ -61,7 +61,7 @@ type clientConn struct {
 	// head holds the first bytes of the read that began the request being
 	// read (the first read since the last write), so that requestError can
 	// answer a request fasthttp could not parse in its family's shape.
-	head  [64]byte
+	head  [32]byte // "OPTIONS /v1/router/alpha" fits
 	headN uint8
 	begun bool // a read was made since the last write
 }
