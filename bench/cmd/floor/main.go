@@ -1,0 +1,212 @@
+// Command floor is the least a Go proxy can do for the harness's chat
+// scenario: the reference that tells how much of the gateway's gap to nginx is
+// the gateway's and how much is Go's, on the machine at hand.
+//
+// It takes the gateway's flags, so that the harness starts it in the
+// gateway's place (build it as DIR/gateway, copy bin/upstream-sim beside it,
+// and run the harness with -bin DIR -scenarios chat). Each client connection
+// gets a goroutine, a connection of its own to the config's first beta
+// upstream, and the gateway's socket layer (proxy/rawio). A request is read by
+// its Content-Length, sent on with the upstream's key, and the upstream's head
+// and body go back as they came. Nothing is checked, routed, counted or
+// bounded: it does not authenticate, stream, or survive a hostile client. It
+// answers GET .../models with an empty list, for the harness's readiness probe.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/rawio"
+)
+
+func main() {
+	cfgPath := flag.String("config", "", "the gateway config whose first beta upstream to relay to")
+	listen := flag.String("listen", "127.0.0.1:8080", "address to serve on")
+	flag.String("admin-listen", "", "ignored (a gateway flag)")
+	flag.String("grace", "", "ignored (a gateway flag)")
+	flag.String("access-log", "", "ignored (a gateway flag)")
+	flag.Parse()
+	up, err := upstreamOf(*cfgPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(2)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintln(os.Stderr, "floor: relaying", *listen, "to", up.addr)
+	serve(ln, up)
+}
+
+// upstream is where requests go: the address, the base path the endpoint's
+// path is appended to, and the Authorization header's value.
+type upstream struct {
+	addr, base, auth string
+}
+
+func upstreamOf(path string) (upstream, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return upstream{}, err
+	}
+	cfg, err := config.Parse(data, os.LookupEnv)
+	if err != nil {
+		return upstream{}, err
+	}
+	for _, u := range cfg.Upstreams {
+		if u.Family != "beta" {
+			continue
+		}
+		pu, err := url.Parse(u.BaseURL)
+		if err != nil || pu.Scheme != "http" {
+			return upstream{}, fmt.Errorf("upstream %s: only a plain http base URL is relayed", u.Name)
+		}
+		return upstream{addr: pu.Host, base: strings.TrimRight(pu.Path, "/"), auth: "Bearer " + u.APIKey}, nil
+	}
+	return upstream{}, errors.New("the config has no beta upstream")
+}
+
+func serve(ln net.Listener, up upstream) error {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go relay(wrap(c), up)
+	}
+}
+
+func wrap(c net.Conn) net.Conn {
+	if rc := rawio.Wrap(c); rc != nil {
+		return rc
+	}
+	return c
+}
+
+// clientPrefix is what the gateway's beta paths begin with; the rest is the
+// upstream's endpoint path.
+const clientPrefix = "/v1/router/beta/v1"
+
+// relay serves one client connection until it closes or sends what the floor
+// does not relay.
+func relay(c net.Conn, up upstream) {
+	defer c.Close()
+	cr, cw := bufio.NewReaderSize(c, 8<<10), bufio.NewWriterSize(c, 8<<10)
+	var uc net.Conn
+	var ur *bufio.Reader
+	var uw *bufio.Writer
+	defer func() {
+		if uc != nil {
+			uc.Close()
+		}
+	}()
+	head := make([]byte, 0, 4<<10)
+	body := make([]byte, 0, 4<<10)
+	for {
+		var err error
+		var n int
+		if head, n, err = readHead(cr, head); err != nil {
+			return
+		}
+		if body, err = readBody(cr, body, n); err != nil {
+			return
+		}
+		method, path, ok := requestLine(head)
+		if !ok {
+			return
+		}
+		if string(method) == "GET" && bytes.HasSuffix(path, []byte("/models")) {
+			cw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{\"object\":\"list\",\"data\":[]}")
+			if cw.Flush() != nil {
+				return
+			}
+			continue
+		}
+		if uc == nil {
+			if uc, err = net.Dial("tcp", up.addr); err != nil {
+				return
+			}
+			uc = wrap(uc)
+			ur, uw = bufio.NewReaderSize(uc, 8<<10), bufio.NewWriterSize(uc, 8<<10)
+		}
+		uw.Write(method)
+		uw.WriteString(" ")
+		uw.WriteString(up.base)
+		uw.Write(bytes.TrimPrefix(path, []byte(clientPrefix)))
+		uw.WriteString(" HTTP/1.1\r\nHost: ")
+		uw.WriteString(up.addr)
+		uw.WriteString("\r\nAuthorization: ")
+		uw.WriteString(up.auth)
+		uw.WriteString("\r\nContent-Type: application/json\r\nContent-Length: ")
+		var num [20]byte
+		uw.Write(strconv.AppendInt(num[:0], int64(len(body)), 10))
+		uw.WriteString("\r\n\r\n")
+		uw.Write(body)
+		if uw.Flush() != nil {
+			return
+		}
+		if head, n, err = readHead(ur, head); err != nil {
+			return
+		}
+		if body, err = readBody(ur, body, n); err != nil {
+			return
+		}
+		cw.Write(head)
+		cw.Write(body)
+		if cw.Flush() != nil {
+			return
+		}
+	}
+}
+
+// readHead reads a message's head into head and returns it with its
+// Content-Length (0 when it has none).
+func readHead(r *bufio.Reader, head []byte) ([]byte, int, error) {
+	head, n := head[:0], 0
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			return head, 0, err
+		}
+		head = append(head, line...)
+		if len(line) <= 2 {
+			return head, n, nil
+		}
+		if name, value, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(name, []byte("Content-Length")) {
+			if n, err = strconv.Atoi(string(bytes.TrimSpace(value))); err != nil || n < 0 {
+				return head, 0, errors.New("floor: bad Content-Length")
+			}
+		}
+	}
+}
+
+func readBody(r *bufio.Reader, body []byte, n int) ([]byte, error) {
+	if n > cap(body) {
+		body = make([]byte, n)
+	}
+	body = body[:n]
+	_, err := io.ReadFull(r, body)
+	return body, err
+}
+
+// requestLine returns the method and path of the request line at the start
+// of head.
+func requestLine(head []byte) (method, path []byte, ok bool) {
+	line, _, _ := bytes.Cut(head, []byte("\r\n"))
+	method, rest, ok1 := bytes.Cut(line, []byte(" "))
+	path, _, ok2 := bytes.Cut(rest, []byte(" "))
+	return method, path, ok1 && ok2
+}

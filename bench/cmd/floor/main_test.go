@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelgate/gateway/bench/sim"
+)
+
+// The floor relays chat calls, on one kept-alive connection, to the config's
+// beta upstream with its key, and the upstream's answers come back whole.
+func TestRelaysChatToTheBetaUpstream(t *testing.T) {
+	s, err := sim.Listen("127.0.0.1:0", sim.Options{BetaKey: "up-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
+	yaml := fmt.Sprintf("listen: \"127.0.0.1:0\"\nstore: {engine: pebble, path: %q}\nkeys:\n  - {id: k, key: key-1}\n"+
+		"upstreams:\n  - {name: a, family: alpha, base_url: %q, api_key: x}\n  - {name: b, family: beta, base_url: %q, api_key: up-key}\n"+
+		"models:\n  - {id: m, upstreams: [b]}\n", t.TempDir(), "http://"+s.Addr(), "http://"+s.Addr()+"/v1")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up, err := upstreamOf(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go serve(ln, up)
+
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(time.Minute))
+	br := bufio.NewReader(conn)
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	for i := range 3 {
+		fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: floor\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"object":"chat.completion"`) {
+			t.Fatalf("call %d: %d %s", i, resp.StatusCode, b)
+		}
+	}
+	fmt.Fprintf(conn, "GET /v1/models HTTP/1.1\r\nHost: floor\r\n\r\n")
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("models: %v %v", resp, err)
+	}
+}
