@@ -15,7 +15,8 @@ import (
 	"github.com/modelgate/gateway/bench/sim"
 )
 
-// The floor relays chat calls, on one kept-alive connection, to the config's
+// Both engines (FLOOR_ENGINE unset, then fasthttp, set by TestFasthttpEngine)
+// relay chat calls, on one kept-alive connection, to the config's
 // beta upstream with its key, and the upstream's answers come back whole.
 func TestRelaysChatToTheBetaUpstream(t *testing.T) {
 	s, err := sim.Listen("127.0.0.1:0", sim.Options{BetaKey: "up-key"})
@@ -39,7 +40,12 @@ func TestRelaysChatToTheBetaUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go serve(ln, up)
+	switch os.Getenv("FLOOR_ENGINE") {
+	case "fasthttp":
+		go serveFasthttp(ln, up)
+	default:
+		go serve(ln, up)
+	}
 
 	conn, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
@@ -64,4 +70,9 @@ func TestRelaysChatToTheBetaUpstream(t *testing.T) {
 	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("models: %v %v", resp, err)
 	}
+}
+
+func TestFasthttpEngine(t *testing.T) {
+	t.Setenv("FLOOR_ENGINE", "fasthttp")
+	TestRelaysChatToTheBetaUpstream(t)
 }
