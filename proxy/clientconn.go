@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"os"
@@ -64,6 +65,15 @@ type clientConn struct {
 	head  [32]byte // "OPTIONS /v1/router/alpha" fits
 	headN uint8
 	begun bool // a read was made since the last write
+	// headBytes are the bytes given to the server since the read that began
+	// the request, while they may still be its head: the server's reader
+	// fills its buffer on from their end until it has read the head. scan has
+	// read the first scanned of them (see Read). draining is set once the
+	// connection only drains before its close, and reads no more heads.
+	headBytes []byte
+	scanned   int
+	scan      headScan
+	draining  bool
 }
 
 // heldCap bounds the bytes a connection holds back: an SSE relay's largest
@@ -136,9 +146,15 @@ func (c *clientConn) sendHeldLocked() error {
 	return err
 }
 
+// continueLine is fasthttp's interim answer to Expect: 100-continue. The
+// request's body follows it, not a new request.
+var continueLine = []byte("HTTP/1.1 100 Continue\r\n\r\n")
+
 // write writes p, re-arming the idle deadline while the client takes bytes.
 func (c *clientConn) write(p []byte) (int, error) {
-	c.begun = false
+	if !bytes.HasSuffix(p, continueLine) {
+		c.begun, c.headBytes = false, nil
+	}
 	written := 0
 	for {
 		if err := c.arm(); err != nil {
@@ -182,16 +198,56 @@ func (c *clientConn) SetDeadline(t time.Time) error {
 
 // Read sends what is held back first: the server reads the next request
 // only once the answer before it is complete.
+//
+// A read that fills the server's buffer on from the end of the bytes of the
+// request so far is one for more of its head: the server's reader moves or
+// leaves its buffer once it has read a head. Only then are those bytes
+// scanned, and if they hold the head's end already, and it is not CRLF CRLF
+// (see headScan), the read fails with errHeadEnd instead of waiting.
 func (c *clientConn) Read(p []byte) (int, error) {
 	if err := c.sendHeld(); err != nil {
 		return 0, err
 	}
+	if c.headBytes != nil {
+		if !c.moreHead(p) {
+			c.headBytes = nil // the head was read; this is its body
+		} else if c.scanHead(); c.scan.bad() {
+			return 0, errHeadEnd
+		}
+	}
 	n, err := c.Conn.Read(p)
-	if !c.begun && n > 0 {
-		c.headN, c.begun = uint8(copy(c.head[:], p[:n])), true
+	if n > 0 {
+		switch {
+		case !c.begun:
+			c.headN, c.begun = uint8(copy(c.head[:], p[:n])), true
+			if !c.draining {
+				c.headBytes, c.scanned = p[:n], 0
+				c.scan.start()
+			}
+		case c.headBytes != nil:
+			c.headBytes = c.headBytes[:len(c.headBytes)+n]
+		}
 	}
 	return n, err
 }
+
+// moreHead reports whether p starts where the request's bytes so far end.
+func (c *clientConn) moreHead(p []byte) bool {
+	h := c.headBytes
+	return len(p) > 0 && cap(h) > len(h) && &h[:len(h)+1][len(h)] == &p[0]
+}
+
+// scanHead feeds the scan the head's bytes it has not read yet.
+func (c *clientConn) scanHead() {
+	if c.scan.open() {
+		c.scan.feed(c.headBytes[c.scanned:])
+	}
+	c.scanned = len(c.headBytes)
+}
+
+// drainOnly says that the connection now only drains what the client sends
+// before it closes: it reads no more heads.
+func (c *clientConn) drainOnly() { c.draining, c.headBytes = true, nil }
 
 // requestHead returns the first bytes of the request being read, as far as
 // the read that began it holds them.

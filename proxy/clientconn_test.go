@@ -183,3 +183,76 @@ func TestClientHoldCloseRace(t *testing.T) {
 		t.Fatal("bytes still held after Close")
 	}
 }
+
+// scriptConn returns its reads one by one, and takes writes.
+type scriptConn struct {
+	net.Conn
+	reads []string
+}
+
+func (c *scriptConn) Read(p []byte) (int, error) {
+	if len(c.reads) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.reads[0])
+	c.reads = c.reads[1:]
+	return n, nil
+}
+
+func (c *scriptConn) Write(p []byte) (int, error) { return len(p), nil }
+
+func (c *scriptConn) SetWriteDeadline(time.Time) error { return nil }
+
+// The client connection fails a read for more of a head whose bytes so far
+// already end it without CRLF CRLF; a read into another place (the head was
+// read, this is its body), a well-ended head, and a body after a 100
+// Continue are read as they come.
+func TestClientRefusesMoreOfABadHead(t *testing.T) {
+	buf := make([]byte, 256)
+	read := func(c *clientConn, at int) (int, error) { return c.Read(buf[at:]) }
+
+	// The bad head, then the server asks for more right after it.
+	c := &clientConn{Conn: &scriptConn{reads: []string{"GET / HTTP/1.1\r\nHost: gw\n\n", "more"}}}
+	n, err := read(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := read(c, n); !errors.Is(err, errHeadEnd) {
+		t.Fatalf("more of a bad head: %v", err)
+	}
+
+	// The same bytes, but the next read goes elsewhere: not a head any more.
+	c = &clientConn{Conn: &scriptConn{reads: []string{"GET / HTTP/1.1\r\nHost: gw\n\n", "body"}}}
+	if _, err := read(c, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := read(c, 0); err != nil || n != 4 {
+		t.Fatalf("a read elsewhere: %d %v", n, err)
+	}
+
+	// A head split over reads, ending well, then its body in the same buffer.
+	c = &clientConn{Conn: &scriptConn{reads: []string{"GET / HTTP/1.1\r\nHost", ": gw\r\n\r\n", "{\n\n}"}}}
+	at := 0
+	for i := 0; i < 3; i++ {
+		n, err := read(c, at)
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		at += n
+	}
+
+	// After a 100 Continue, the body in pieces is no head, bare LFs and all.
+	c = &clientConn{Conn: &scriptConn{reads: []string{"POST / HTTP/1.1\r\nHost: gw\r\nExpect: 100-continue\r\n\r\n", "{\n\n", "}"}}}
+	n, err = read(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write(continueLine)
+	m, err := read(c, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := read(c, n+m); err != nil {
+		t.Fatalf("the body after a 100 Continue: %v", err)
+	}
+}

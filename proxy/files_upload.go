@@ -357,10 +357,15 @@ func (u *upload) finishBody() {
 // write side is shut, telling the client the answer is complete, and what it still sends
 // is read and dropped for a while before the connection closes.
 func lingerClose(c net.Conn) {
+	raw := c
 	if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
-		if cw, ok := u.UnsafeConn().(interface{ CloseWrite() error }); ok {
+		raw = u.UnsafeConn()
+		if cw, ok := raw.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
 		}
+	}
+	if cc, ok := raw.(*clientConn); ok {
+		cc.drainOnly()
 	}
 	if c.SetReadDeadline(time.Now().Add(lingerTimeout)) == nil {
 		io.CopyN(io.Discard, c, maxLingerDrain)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -124,5 +125,87 @@ func TestMalformedRequestNativeError(t *testing.T) {
 	}
 	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 400 || !strings.Contains(string(b), `"type":"error"`) {
 		t.Fatalf("second request: %d %s", resp.StatusCode, b)
+	}
+}
+
+// A head whose empty line is a bare LF, or follows a line ending in one, is
+// refused at once with 400 in the family's shape, whatever comes after it;
+// fasthttp alone would wait for a CRLF CRLF until its read timeout, or serve
+// it only when one came later. A head with bare LFs that ends in CRLF CRLF is
+// served, and so is a body with bare LFs after a 100 Continue.
+func TestBareLFHeadRefused(t *testing.T) {
+	var calls atomic.Int64
+	addr := rawUpstreamGateway(t, func(ctx *fasthttp.RequestCtx) {
+		calls.Add(1)
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"id":"x","object":"chat.completion","choices":[]}`)
+	})
+	body := `{"model":"m","messages":[]}`
+	chat := "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n"
+	models := "GET /v1/router/beta/v1/models HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\n\r\n"
+	for _, c := range []struct{ name, raw, shape string }{
+		{"bare lf throughout", "POST /v1/router/alpha/v1/messages HTTP/1.1\nHost: gw\nx-api-key: key-1\n\n", `"type":"error"`},
+		{"bare empty line", chat + "\n" + body, `"type":"invalid_request_error"`},
+		{"crlf empty line after a bare lf", strings.TrimSuffix(chat, "\r\n") + "\n\r\n" + body, `"type":"invalid_request_error"`},
+		{"bare end, then a request", chat + "\n" + body + models, `"type":"invalid_request_error"`},
+		{"gamma", "GET /gamma/v1beta/models HTTP/1.1\nHost: gw\nx-goog-api-key: key-1\n\n", `"status":"INVALID_ARGUMENT"`},
+	} {
+		answers, bodies := exchange(t, addr, c.raw)
+		if len(answers) != 1 || answers[0].StatusCode != 400 || !answers[0].Close ||
+			!strings.Contains(bodies[0], c.shape) || !strings.Contains(bodies[0], "CRLF CRLF") {
+			t.Errorf("%s: want one 400 in the family's shape and the connection closed, got %d answers %q", c.name, len(answers), bodies)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the upstream was called %d times", n)
+	}
+
+	// The head's end in a write of its own: refused the same, whether the
+	// server reads it apart or not.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	io.WriteString(conn, "GET /v1/router/beta/v1/models HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\n")
+	time.Sleep(10 * time.Millisecond) // not needed for the outcome; makes two reads likely
+	io.WriteString(conn, "\n")
+	br := bufio.NewReader(conn)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 400 {
+		t.Fatalf("head ended in a second write: %v %v", resp, err)
+	}
+
+	// Bare LFs inside a head that ends in CRLF CRLF are read as line ends.
+	answers, bodies := exchange(t, addr, "GET /v1/router/beta/v1/models HTTP/1.1\nHost: gw\nAuthorization: Bearer key-1\nConnection: close\r\n\r\n")
+	if len(answers) != 1 || answers[0].StatusCode != 200 {
+		t.Fatalf("bare LFs inside: %d answers %q", len(answers), bodies)
+	}
+
+	// A body sent after a 100 Continue is no head, bare LFs and all.
+	big := `{"model":"m",` + strings.Repeat("\n\n", 10<<10) + `"messages":[]}`
+	conn2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	conn2.SetDeadline(time.Now().Add(30 * time.Second))
+	io.WriteString(conn2, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\n"+
+		"Expect: 100-continue\r\nConnection: close\r\nContent-Length: "+strconv.Itoa(len(big))+"\r\n\r\n")
+	br2 := bufio.NewReader(conn2)
+	line, err := br2.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("want 100 Continue, got %q %v", line, err)
+	}
+	br2.ReadString('\n')
+	for i := 0; i < len(big); i += 1000 { // in pieces, as a client may send it
+		io.WriteString(conn2, big[i:min(i+1000, len(big))])
+	}
+	if resp, err := http.ReadResponse(br2, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("body after 100 Continue: %v %v", resp, err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the upstream was called %d times, want 1", n)
 	}
 }

@@ -127,6 +127,10 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 		g.refuseFramedTwice(ctx)
 		return
 	}
+	if headEndsBadly(ctx.Request.Header.RawHeaders()) {
+		g.refuseHeadEnd(ctx)
+		return
+	}
 	if id, ep, ok := responsesIDRoute(ctx); ok {
 		defer g.recoverPanic(ctx)
 		g.responsesOwned(ctx, ep, id)
@@ -173,6 +177,22 @@ func (g *Gateway) refuseFramedTwice(ctx *fasthttp.RequestCtx) {
 	closeAfterAnswer(ctx)
 }
 
+// headEndError is the answer to a head that does not end with CRLF CRLF.
+var headEndError = Error{Status: 400, Reason: "malformed_request",
+	Message: "the request head must end with CRLF CRLF"}
+
+// refuseHeadEnd answers a request whose head ended without CRLF CRLF, which
+// fasthttp read because a CRLF CRLF came after it (see headEndsBadly), as it
+// answers one that came alone. The body is not read, and the connection
+// closes.
+func (g *Gateway) refuseHeadEnd(ctx *fasthttp.RequestCtx) {
+	c := g.acquireCall(ctx, familyOfPath(ctx.Request.Header.RequestURI()), epOther)
+	defer c.end()
+	c.fail(&headEndError)
+	c.bodyDone = true
+	closeAfterAnswer(ctx)
+}
+
 // requestError is the server's ErrorHandler: it answers a request fasthttp
 // could not read (a malformed head, a head larger than the read buffer, a
 // read timeout) in the error shape of the family its path names, as far as
@@ -186,6 +206,8 @@ func (g *Gateway) requestError(ctx *fasthttp.RequestCtx, err error) {
 		e = &Error{Status: 431, Reason: "header_too_large", Message: "the request's header is larger than the gateway reads"}
 	case errors.As(err, &nerr) && nerr.Timeout():
 		e = &Error{Status: 408, Reason: "request_timeout", Message: "the request did not arrive in time"}
+	case errors.Is(err, errHeadEnd):
+		e = &headEndError
 	}
 	// fasthttp has reset the header it could not read: the family comes from
 	// the request line as the connection received it.
