@@ -190,12 +190,33 @@ func (c *call) settleBody() {
 	c.bodyDone = true
 	ctx := c.ctx
 	if cl := ctx.Request.Header.ContentLength(); cl <= maxQuietDrain {
+		if cc := c.chunkedConn(); cc != nil {
+			cc.boundChunkedTo(chunkSlack + chunkCredit*maxQuietDrain)
+		}
 		n, err := io.CopyN(io.Discard, ctx.RequestBodyStream(), maxQuietDrain+1)
 		if err == io.EOF && n <= maxQuietDrain {
 			return
 		}
 	}
 	closeAfterAnswer(ctx)
+}
+
+// chunkedConn returns the client connection when the request's body is
+// chunked, to bound its framing (see clientConn.boundChunked); nil when the
+// body has a declared length, which needs no bound.
+func (c *call) chunkedConn() *clientConn {
+	if c.ctx.Request.Header.ContentLength() != -1 {
+		return nil
+	}
+	cc, _ := c.ctx.Conn().(*clientConn)
+	return cc
+}
+
+// chunkedTooLarge reports whether a read of the body failed on the bound of
+// its framing.
+func (c *call) chunkedTooLarge() bool {
+	cc, ok := c.ctx.Conn().(*clientConn)
+	return ok && cc.chunkedTooLarge()
 }
 
 // closeAfterAnswer ends the connection after the answer with lingerClose.
@@ -271,6 +292,10 @@ func (c *call) readBody(limit int) bool {
 		buf = slices.Grow(buf, cl+1)
 	}
 	r := c.ctx.RequestBodyStream()
+	cc := c.chunkedConn()
+	if cc != nil {
+		cc.boundChunked()
+	}
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
@@ -281,6 +306,9 @@ func (c *call) readBody(limit int) bool {
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
+		if cc != nil {
+			cc.creditChunked(n)
+		}
 		if len(buf) > limit {
 			c.body = buf
 			c.fail(bodyTooLarge(limit))
@@ -292,12 +320,22 @@ func (c *call) readBody(limit int) bool {
 		}
 		if err != nil {
 			c.body = buf
+			if c.chunkedTooLarge() {
+				c.fail(chunkFramingTooLarge())
+				return false
+			}
 			c.fail(&Error{Status: 400, Message: errBodyRead.Error(), Reason: "body_read", Cause: redacted{err}})
 			return false
 		}
 	}
 	c.body = buf
 	return true
+}
+
+func chunkFramingTooLarge() *Error {
+	return &Error{Status: 413, Reason: "chunk_framing_too_large",
+		Message: "the chunked body's size lines and extensions are larger than allowed: " +
+			strconv.Itoa(chunkSlack) + " bytes, and " + strconv.Itoa(chunkCredit) + " for each byte of body"}
 }
 
 func bodyTooLarge(limit int) *Error {

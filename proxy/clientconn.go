@@ -74,6 +74,10 @@ type clientConn struct {
 	scanned   int
 	scan      headScan
 	draining  bool
+	// rawLeft is how many more bytes the request being served may read, its
+	// chunked body's framing included, once bounded (see boundChunked).
+	rawLeft    int64
+	rawBounded bool
 }
 
 // heldCap bounds the bytes a connection holds back: an SSE relay's largest
@@ -153,7 +157,7 @@ var continueLine = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 // write writes p, re-arming the idle deadline while the client takes bytes.
 func (c *clientConn) write(p []byte) (int, error) {
 	if !bytes.HasSuffix(p, continueLine) {
-		c.begun, c.headBytes = false, nil
+		c.begun, c.headBytes, c.rawBounded = false, nil, false
 	}
 	written := 0
 	for {
@@ -215,8 +219,12 @@ func (c *clientConn) Read(p []byte) (int, error) {
 			return 0, errHeadEnd
 		}
 	}
+	if c.rawBounded && c.rawLeft < 0 {
+		return 0, errChunkedTooLarge
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
+		c.rawLeft -= int64(n)
 		switch {
 		case !c.begun:
 			c.headN, c.begun = uint8(copy(c.head[:], p[:n])), true
@@ -230,6 +238,39 @@ func (c *clientConn) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// errChunkedTooLarge fails the reads of a chunked body whose framing went
+// past its bound (see boundChunked).
+var errChunkedTooLarge = errors.New("the chunked body's framing is too large")
+
+// Chunked framing: what a chunked body may take on the wire besides its
+// bytes. chunkSlack bytes, and chunkCredit more for each byte of body read.
+// A body sent in chunks of one byte takes 6 bytes a byte.
+const (
+	chunkSlack  = 64 << 10
+	chunkCredit = 8
+)
+
+// boundChunked bounds what the request being served reads from here on,
+// until the answer, to chunkSlack bytes and chunkCredit for each byte of body
+// read (see creditChunked). fasthttp bounds neither a chunk's size line nor
+// its extensions, and neither counts as body: without a bound, a client could
+// send one size line for as long as the read timeout lasts.
+func (c *clientConn) boundChunked() {
+	c.rawLeft, c.rawBounded = chunkSlack, true
+}
+
+// boundChunkedTo bounds what the request reads from here on to n bytes,
+// for a reader that does not count the body's bytes as they come.
+func (c *clientConn) boundChunkedTo(n int64) {
+	c.rawLeft, c.rawBounded = n, true
+}
+
+// creditChunked counts n bytes of body read under boundChunked.
+func (c *clientConn) creditChunked(n int) { c.rawLeft += chunkCredit * int64(n) }
+
+// chunkedTooLarge reports whether the request's reads went past their bound.
+func (c *clientConn) chunkedTooLarge() bool { return c.rawBounded && c.rawLeft < 0 }
 
 // moreHead reports whether p starts where the request's bytes so far end.
 func (c *clientConn) moreHead(p []byte) bool {

@@ -1,14 +1,17 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
@@ -366,6 +369,39 @@ func TestFilesPathRejections(t *testing.T) {
 	}
 	f("GET", "/alpha/nogroup/v1/files/"+id, keyA, 404, "not_found_error", "nogroup")
 	f("GET", "/v1/router/alpha/v1/files/"+id, "wrong-key", 401, "authentication_error", "invalid")
+	if after := e.filesState(); after != before {
+		t.Fatalf("the store changed from %s to %s", before, after)
+	}
+}
+
+// A chunked upload whose chunk size line never ends is refused once the line
+// passes the framing bound, and the store is unchanged.
+func TestFilesUploadChunkFramingBounded(t *testing.T) {
+	e := newEnv(t, nil)
+	before := e.filesState()
+	body, ct := multipartBody(filePart("a.png", "image/png", testImage(pngHead, 10)))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	go func() {
+		fmt.Fprintf(conn, "POST /v1/router/alpha/v1/files HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: %s\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n5;", keyA, ct, 40, body[:40])
+		fill := strings.Repeat("a", 64<<10)
+		for range 16 { // 1 MiB of extension, then the client waits
+			if _, err := io.WriteString(conn, fill); err != nil {
+				return
+			}
+		}
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	assertFilesError(t, family.Alpha, resp.StatusCode, b, 413, "request_too_large", "size lines and extensions")
 	if after := e.filesState(); after != before {
 		t.Fatalf("the store changed from %s to %s", before, after)
 	}

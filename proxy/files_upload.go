@@ -107,7 +107,10 @@ func (u *upload) checkHeaders() bool {
 	if r == nil {
 		r = bytes.NewReader(req.Body())
 	}
-	u.body = uploadBody{r: r, left: maxUploadBodyBytes + 1, budget: -1}
+	u.body = uploadBody{r: r, left: maxUploadBodyBytes + 1, budget: -1, conn: c.chunkedConn()}
+	if u.body.conn != nil {
+		u.body.conn.boundChunked()
+	}
 	u.mr = multipart.NewReader(&u.body, string(boundary))
 	return true
 }
@@ -156,6 +159,8 @@ func (u *upload) asError(err error) *Error {
 	switch {
 	case u.body.exceeded:
 		return uploadBodyTooLarge()
+	case u.c.chunkedTooLarge():
+		return chunkFramingTooLarge()
 	case errors.As(err, &e):
 		return e
 	case errors.Is(err, store.ErrTooLarge):
@@ -170,6 +175,8 @@ func (u *upload) formError(err error) *Error {
 	switch {
 	case u.body.exceeded:
 		return uploadBodyTooLarge()
+	case u.c.chunkedTooLarge():
+		return chunkFramingTooLarge()
 	case u.body.overBudget:
 		return &Error{Status: 413, Reason: "form_too_large",
 			Message: "a part header or form field is larger than the limit of " + strconv.Itoa(uploadFormBudget) + " bytes"}
@@ -343,6 +350,9 @@ func (u *upload) finishBody() {
 		return
 	}
 	if cl := ctx.Request.Header.ContentLength(); cl < 0 || int64(cl)-u.body.consumed() <= maxQuietDrain {
+		if cc := u.c.chunkedConn(); cc != nil {
+			cc.boundChunkedTo(chunkSlack + chunkCredit*maxQuietDrain)
+		}
 		n, err := io.CopyN(io.Discard, r, maxQuietDrain+1)
 		if err == io.EOF && n <= maxQuietDrain {
 			return
@@ -383,6 +393,9 @@ type uploadBody struct {
 	exceeded   bool
 	overBudget bool
 	readErr    error
+	// conn bounds a chunked body's framing as its bytes are read (see
+	// clientConn.boundChunked); nil for a body of declared length.
+	conn *clientConn
 }
 
 // consumed returns how many bytes of the body have been read through b.
@@ -406,6 +419,9 @@ func (b *uploadBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.r.Read(p)
 	b.left -= int64(n)
+	if b.conn != nil {
+		b.conn.creditChunked(n)
+	}
 	if b.budget > 0 {
 		b.budget -= int64(n)
 	}

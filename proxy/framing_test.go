@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bufio"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -207,5 +209,74 @@ func TestBareLFHeadRefused(t *testing.T) {
 	}
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("the upstream was called %d times, want 1", n)
+	}
+}
+
+// A chunked body's framing is bounded: a chunk size line that never ends
+// (fasthttp bounds neither the line nor its extensions, and neither counts as
+// body) gets 413 once it passes the slack and what the body read so far
+// earned, instead of being read until the read timeout. A body sent in chunks
+// of one byte, six bytes on the wire a byte, is served.
+func TestChunkedFramingBounded(t *testing.T) {
+	var calls atomic.Int64
+	upLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		calls.Add(1)
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"id":"x","object":"chat.completion","choices":[]}`)
+	}}
+	go up.Serve(upLn)
+	t.Cleanup(func() { up.Shutdown() })
+	addr := serveGateway(t, fmt.Sprintf(`
+keys: [{id: k, key: key-1}]
+upstreams: [{name: u, family: beta, base_url: "http://%s/v1", api_key: up}]
+models: [{id: m, upstreams: [u]}]
+limits: {max_body_bytes: 131072}
+`, upLn.Addr()), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	head := "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\n" +
+		"Transfer-Encoding: chunked\r\n\r\n"
+	for _, line := range []string{"5;", "5"} { // an endless extension; endless whitespace
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(30 * time.Second))
+		fill := strings.Repeat(map[bool]string{true: "a", false: " "}[line == "5;"], 64<<10)
+		go func() {
+			io.WriteString(conn, head+line)
+			for range 16 { // 1 MiB, more than the slack; then the client waits
+				if _, err := io.WriteString(conn, fill); err != nil {
+					return
+				}
+			}
+		}()
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 413 || !strings.Contains(string(b), `"type":"invalid_request_error"`) ||
+			!strings.Contains(string(b), "size lines and extensions") {
+			t.Fatalf("%q: %d %s", line, resp.StatusCode, b)
+		}
+		conn.Close()
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the upstream was called %d times", n)
+	}
+
+	// The whole body limit in chunks of one byte: 768 KiB on the wire.
+	body := `{"model":"m","messages":[],"user":"` + strings.Repeat("u", 128<<10-40) + `"}`
+	var chunked strings.Builder
+	for i := 0; i < len(body); i++ {
+		chunked.WriteString("1\r\n" + body[i:i+1] + "\r\n")
+	}
+	chunked.WriteString("0\r\n\r\n")
+	answers, bodies := exchange(t, addr, strings.Replace(head, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)+chunked.String())
+	if len(answers) != 1 || answers[0].StatusCode != 200 {
+		t.Fatalf("tiny chunks: %d answers %q", len(answers), bodies)
 	}
 }
