@@ -97,6 +97,10 @@ func TestMalformedRequestNativeError(t *testing.T) {
 		{"beta, negative length", "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: -1\r\n\r\n", 400, `"type":"invalid_request_error"`},
 		{"beta, head too large", "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\n" + big + "\r\n", 431, `"type":"invalid_request_error"`},
 		{"no request line", "HELLO\r\n\r\n", 400, `"error":{`},
+		// RFC 9112 section 5.1: a proxy in front that ignores such a name
+		// would frame the body by another header, or by none.
+		{"space before a colon", "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n", 400, `"type":"invalid_request_error"`},
+		{"tab before a colon", "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length\t: 2\r\n\r\n{}", 400, `"type":"invalid_request_error"`},
 	} {
 		answers, bodies := exchange(t, addr, c.raw)
 		if len(answers) != 1 || answers[0].StatusCode != c.status || !answers[0].Close ||
