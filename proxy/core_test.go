@@ -1,18 +1,24 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/bench/sim"
 	"github.com/modelgate/gateway/proxy/config"
@@ -426,6 +432,38 @@ func TestUpstreamTimeout(t *testing.T) {
 	h = map[string]string{"Authorization": "Bearer " + keyA, "x-sim-fault": "first-byte=2s"}
 	status, _, body = e.do("POST", "/v1/router/alpha/v1/messages", h, `{"model":"chat-model","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`)
 	assertAlphaError(t, status, body, 504, "timeout_error")
+}
+
+// An answer's head must come whole within timeouts.first_byte: one whose
+// bytes trickle in, each well within timeouts.idle, gets 504 at that bound,
+// not after its 8 KiB at the pace the upstream likes.
+func TestUpstreamTricklingHeadTimesOut(t *testing.T) {
+	up := tcpUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		var req fasthttp.Request
+		if req.Read(br) != nil {
+			return
+		}
+		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: "); err != nil {
+			return
+		}
+		for { // a byte every 20 ms, for as long as the gateway reads
+			time.Sleep(20 * time.Millisecond)
+			if _, err := io.WriteString(c, "a"); err != nil {
+				return
+			}
+		}
+	})
+	addr := serveGateway(t, fmt.Sprintf(`
+keys: [{id: k, key: key-1}]
+upstreams: [{name: u, family: beta, base_url: "http://%s/v1", api_key: up}]
+models: [{id: m, upstreams: [u]}]
+timeouts: {first_byte: 1s, idle: 500ms}
+`, up), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	answers, bodies := exchange(t, addr, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"+
+		"Authorization: Bearer key-1\r\nConnection: close\r\nContent-Length: 27\r\n\r\n"+`{"model":"m","messages":[]}`)
+	if len(answers) != 1 || answers[0].StatusCode != 504 {
+		t.Fatalf("want 504, got %d answers %q", len(answers), bodies)
+	}
 }
 
 func TestUpstreamErrorPassesThrough(t *testing.T) {

@@ -86,6 +86,11 @@ type deadlineConn struct {
 	raw             syscall.RawConn
 	firstByte, idle time.Duration
 	awaiting        bool
+	// heading is set from a request's write until its answer's head is
+	// read whole (see headRead): the read deadline set while the answer was
+	// awaited stays, so the head must come whole within firstByte, however
+	// its bytes trickle.
+	heading bool
 	// answers counts the answers whose first byte was read: a request
 	// written when it is not zero goes over a reused connection.
 	answers int
@@ -112,7 +117,7 @@ func (c *deadlineConn) Write(p []byte) (int, error) {
 	if !c.awaiting {
 		c.reused, c.stale = c.answers > 0, false
 	}
-	c.awaiting = true
+	c.awaiting, c.heading = true, true
 	n, err := c.Conn.Write(p)
 	if err != nil && c.reused && !IsTimeout(err) {
 		c.stale = true
@@ -144,12 +149,20 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// headRead says that the answer's head was read whole: the reads that follow
+// wait up to idle each.
+func (c *deadlineConn) headRead() { c.heading = false }
+
 // armRead sets the read deadline for the next read: firstByte while an answer
-// is awaited, idle after its first byte.
+// is awaited, and for the rest of its head the same deadline; idle after it.
 func (c *deadlineConn) armRead() error {
 	d := c.idle
-	if c.awaiting {
+	switch {
+	case c.awaiting:
 		d = c.firstByte
+	case c.heading:
+		c.lastRead = time.Now()
+		return nil
 	}
 	c.lastRead = time.Now()
 	if d <= 0 {

@@ -60,6 +60,9 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 	}
 	br := hc.AcquireReader(c)
 	noBody, err := readHead(hc, br, req, resp)
+	if dc, ok := c.(*deadlineConn); ok {
+		dc.headRead()
+	}
 	closeConn := req.ConnectionClose() || resp.ConnectionClose()
 	switch {
 	case err != nil:
