@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -463,6 +465,70 @@ timeouts: {first_byte: 1s, idle: 500ms}
 		"Authorization: Bearer key-1\r\nConnection: close\r\nContent-Length: 27\r\n\r\n"+`{"model":"m","messages":[]}`)
 	if len(answers) != 1 || answers[0].StatusCode != 504 {
 		t.Fatalf("want 504, got %d answers %q", len(answers), bodies)
+	}
+}
+
+// The body of an answer not asked for as a stream must come whole within
+// timeouts.idle after its head: one whose bytes trickle, each well within
+// idle, gets 504 there, whether fasthttp reads it whole or the relay does
+// (a deployment whose bound is above what fasthttp reads at linear cost). A
+// stream asked for as one may take as long as its reads keep coming.
+func TestUpstreamTricklingBodyTimesOut(t *testing.T) {
+	trickle := func(head string, n int) string {
+		return tcpUpstream(t, func(c net.Conn, br *bufio.Reader) {
+			var req fasthttp.Request
+			if req.Read(br) != nil {
+				return
+			}
+			if _, err := io.WriteString(c, head); err != nil {
+				return
+			}
+			for i := 0; i < n; i++ { // a byte every 20 ms, while the gateway reads
+				time.Sleep(20 * time.Millisecond)
+				if _, err := io.WriteString(c, "a"); err != nil {
+					return
+				}
+			}
+		})
+	}
+	gateway := func(up, limits string) string {
+		return serveGateway(t, fmt.Sprintf(`
+keys: [{id: k, key: key-1}]
+upstreams: [{name: u, family: beta, base_url: "http://%s/v1", api_key: up}]
+models: [{id: m, upstreams: [u]}]
+timeouts: {first_byte: 4s, idle: 2s}
+%s
+`, up, limits), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}
+	call := func(addr, body string) ([]*http.Response, []string) {
+		return exchange(t, addr, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"+
+			"Authorization: Bearer key-1\r\nConnection: close\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+	}
+	whole := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+	for _, limits := range []string{"", "limits: {max_response_bytes: 134217728}"} {
+		answers, bodies := call(gateway(trickle(whole, 100000), limits), `{"model":"m","messages":[]}`)
+		if len(answers) != 1 || answers[0].StatusCode != 504 {
+			t.Fatalf("%q: want 504, got %d answers %q", limits, len(answers), bodies)
+		}
+	}
+	// A stream a byte at a time: 3.2 s in all, each read well within idle.
+	events := strings.Repeat("data: {}\n\n", 5) + "data: [DONE]\n\n"
+	sse := tcpUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		var req fasthttp.Request
+		if req.Read(br) != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: "+strconv.Itoa(len(events))+"\r\n\r\n")
+		for i := range events {
+			time.Sleep(50 * time.Millisecond)
+			if _, err := io.WriteString(c, events[i:i+1]); err != nil {
+				return
+			}
+		}
+	})
+	answers, bodies := call(gateway(sse, ""), `{"model":"m","stream":true,"messages":[]}`)
+	if len(answers) != 1 || answers[0].StatusCode != 200 || bodies[0] != events {
+		t.Fatalf("stream: %d answers %q", len(answers), bodies)
 	}
 }
 

@@ -86,11 +86,12 @@ type deadlineConn struct {
 	raw             syscall.RawConn
 	firstByte, idle time.Duration
 	awaiting        bool
-	// heading is set from a request's write until its answer's head is
-	// read whole (see headRead): the read deadline set while the answer was
-	// awaited stays, so the head must come whole within firstByte, however
-	// its bytes trickle.
-	heading bool
+	// pinned keeps the read deadline in force instead of moving it on each
+	// read: from a request's write until its answer's head is read whole, so
+	// that the head must come whole within firstByte however its bytes
+	// trickle; and for a body that must come whole within idle (see
+	// headRead, pinIdle).
+	pinned bool
 	// answers counts the answers whose first byte was read: a request
 	// written when it is not zero goes over a reused connection.
 	answers int
@@ -117,7 +118,7 @@ func (c *deadlineConn) Write(p []byte) (int, error) {
 	if !c.awaiting {
 		c.reused, c.stale = c.answers > 0, false
 	}
-	c.awaiting, c.heading = true, true
+	c.awaiting, c.pinned = true, true
 	n, err := c.Conn.Write(p)
 	if err != nil && c.reused && !IsTimeout(err) {
 		c.stale = true
@@ -150,17 +151,34 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 }
 
 // headRead says that the answer's head was read whole: the reads that follow
-// wait up to idle each.
-func (c *deadlineConn) headRead() { c.heading = false }
+// wait up to idle each, or, when whole is set, all of them together (see
+// pinIdle).
+func (c *deadlineConn) headRead(whole bool) {
+	c.pinned = false
+	if whole {
+		c.pinIdle()
+	}
+}
+
+// pinIdle has the rest of the answer come within idle from now: a body that
+// was not asked for as a stream comes at once after its head, and one whose
+// bytes trickle, each within idle, must not hold the call for its whole
+// length at the upstream's pace.
+func (c *deadlineConn) pinIdle() {
+	c.pinned = false
+	c.armRead()
+	c.pinned = true
+}
 
 // armRead sets the read deadline for the next read: firstByte while an answer
-// is awaited, and for the rest of its head the same deadline; idle after it.
+// is awaited, and for the rest of its head the same deadline; idle after it,
+// from each read or, pinned, from the head's end.
 func (c *deadlineConn) armRead() error {
 	d := c.idle
 	switch {
 	case c.awaiting:
 		d = c.firstByte
-	case c.heading:
+	case c.pinned:
 		c.lastRead = time.Now()
 		return nil
 	}

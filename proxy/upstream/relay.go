@@ -108,6 +108,13 @@ func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error 
 		r.StaleRetries++
 		dep.Stats.Retried(RetryStale)
 	}
+	if err == nil && !stream {
+		// Not asked for as a stream, yet read by Load from one: it comes whole
+		// within idle, as fasthttp's whole read does (see deadlineConn.pinIdle).
+		if b, ok := r.resp.BodyStream().(interface{ pinIdle() }); ok {
+			b.pinIdle()
+		}
+	}
 	if err != nil {
 		dep.inflight.Add(-1)
 		switch {

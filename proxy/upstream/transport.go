@@ -61,7 +61,7 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 	br := hc.AcquireReader(c)
 	noBody, err := readHead(hc, br, req, resp)
 	if dc, ok := c.(*deadlineConn); ok {
-		dc.headRead()
+		dc.headRead(err == nil && !resp.StreamBody) // read whole here, within idle
 	}
 	closeConn := req.ConnectionClose() || resp.ConnectionClose()
 	switch {
@@ -142,6 +142,14 @@ func readBody(hc *fasthttp.HostClient, br *bufio.Reader, resp *fasthttp.Response
 
 // stream makes resp's body a pooled answerBody over br, which keeps the
 // connection until the body is closed.
+// pinIdle has the rest of the body come within idle from now (see
+// deadlineConn.pinIdle).
+func (b *answerBody[C]) pinIdle() {
+	if dc, ok := b.cc.Conn().(*deadlineConn); ok {
+		dc.pinIdle()
+	}
+}
+
 func (t *transport[C]) stream(hc *fasthttp.HostClient, cc C, br *bufio.Reader, resp *fasthttp.Response, closeConn bool) {
 	b, _ := t.bodies.Get().(*answerBody[C])
 	if b == nil {
