@@ -35,6 +35,10 @@ func TestRelayHoldsTheTail(t *testing.T) {
 		// One write of the upstream holds everything: the final chunk is read
 		// with the events, which are the last.
 		{"final chunk with the events", "0\r\n\r\n", []string{"hold", first + last}},
+		// The final chunk's size line with the events, the CRLF that ends the
+		// body in a write of its own (as fasthttp's server sends it): the
+		// relay waits for that CRLF with the events, which are the last.
+		{"final chunk's end apart", "0\r\n\x00\r\n", []string{"hold", first + last}},
 		// A final chunk with trailers is not read ahead: the events go first.
 		{"final chunk with trailers", "0\r\nX-T: 1\r\n\r\n", []string{first + last, "hold"}},
 	} {
