@@ -35,7 +35,7 @@ func headEndsBadly(raw []byte) bool {
 // headScan follows the head of a request through the reads that bring it,
 // line by line as fasthttp's reader splits it, until its empty line.
 type headScan struct {
-	state     uint8 // headDone, headStart or headFields
+	state     uint8 // headDone, headStart, headFields or headBad
 	lineLen   uint8 // bytes of the unfinished line read so far, counted up to 2
 	lastCR    bool  // the bytes before ended in CR
 	fields    bool  // a header field line was read
