@@ -89,9 +89,9 @@ type deadlineConn struct {
 	// pinned keeps the read deadline in force instead of moving it on each
 	// read: from a request's write until its answer's head is read whole, so
 	// that the head must come whole within firstByte however its bytes
-	// trickle; and for a body that must come whole within idle (see
-	// headRead, pinIdle).
-	pinned bool
+	// trickle; and for a body that must come whole within idle, once its
+	// first read waits (whole; see headRead, pinIdle).
+	pinned, whole bool
 	// answers counts the answers whose first byte was read: a request
 	// written when it is not zero goes over a reused connection.
 	answers int
@@ -118,7 +118,7 @@ func (c *deadlineConn) Write(p []byte) (int, error) {
 	if !c.awaiting {
 		c.reused, c.stale = c.answers > 0, false
 	}
-	c.awaiting, c.pinned = true, true
+	c.awaiting, c.pinned, c.whole = true, true, false
 	n, err := c.Conn.Write(p)
 	if err != nil && c.reused && !IsTimeout(err) {
 		c.stale = true
@@ -154,25 +154,19 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 // wait up to idle each, or, when whole is set, all of them together (see
 // pinIdle).
 func (c *deadlineConn) headRead(whole bool) {
-	c.pinned = false
-	if whole {
-		c.pinIdle()
-	}
+	c.pinned, c.whole = false, whole
 }
 
-// pinIdle has the rest of the answer come within idle from now: a body that
-// was not asked for as a stream comes at once after its head, and one whose
-// bytes trickle, each within idle, must not hold the call for its whole
-// length at the upstream's pace.
-func (c *deadlineConn) pinIdle() {
-	c.pinned = false
-	c.armRead()
-	c.pinned = true
-}
+// pinIdle has the rest of the answer come within idle of the first read that
+// goes to the network for it: a body that was not asked for as a stream comes
+// at once after its head, and one whose bytes trickle, each within idle, must
+// not hold the call for its whole length at the upstream's pace. A body
+// already read with its head arms no deadline at all.
+func (c *deadlineConn) pinIdle() { c.whole = true }
 
 // armRead sets the read deadline for the next read: firstByte while an answer
 // is awaited, and for the rest of its head the same deadline; idle after it,
-// from each read or, pinned, from the head's end.
+// from each read or, for a whole body, from its first.
 func (c *deadlineConn) armRead() error {
 	d := c.idle
 	switch {
@@ -181,6 +175,8 @@ func (c *deadlineConn) armRead() error {
 	case c.pinned:
 		c.lastRead = time.Now()
 		return nil
+	case c.whole:
+		c.pinned = true // once armed below
 	}
 	c.lastRead = time.Now()
 	if d <= 0 {

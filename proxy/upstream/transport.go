@@ -142,7 +142,7 @@ func readBody(hc *fasthttp.HostClient, br *bufio.Reader, resp *fasthttp.Response
 
 // stream makes resp's body a pooled answerBody over br, which keeps the
 // connection until the body is closed.
-// pinIdle has the rest of the body come within idle from now (see
+// pinIdle has the rest of the body come whole within idle (see
 // deadlineConn.pinIdle).
 func (b *answerBody[C]) pinIdle() {
 	if dc, ok := b.cc.Conn().(*deadlineConn); ok {

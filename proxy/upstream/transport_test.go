@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -317,5 +318,51 @@ func TestEventStreamHeadAlone(t *testing.T) {
 	got, err := io.ReadAll(r.stream)
 	if err != nil || string(got) != "data: a\n\ndata: b\n\n" {
 		t.Fatalf("%q %v", got, err)
+	}
+}
+
+// deadlineCounter counts the read deadlines set on its connection.
+type deadlineCounter struct {
+	net.Conn
+	sets *int
+}
+
+func (c *deadlineCounter) SetReadDeadline(t time.Time) error {
+	*c.sets++
+	return c.Conn.SetReadDeadline(t)
+}
+
+// An answer not asked for as a stream that comes whole with its head moves no
+// read deadline: the bound on its body (see deadlineConn.pinIdle) is armed
+// only by a read that goes to the network, so kept-alive calls keep the
+// first-byte deadline of the first one, as they did before the bound.
+func TestWholeAnswerArmsNoDeadline(t *testing.T) {
+	var sets int
+	dial := func(string) (net.Conn, error) {
+		client, server := net.Pipe()
+		go func() {
+			defer server.Close()
+			br := bufio.NewReader(server)
+			for {
+				var req fasthttp.Request
+				if err := req.Read(br); err != nil {
+					return
+				}
+				io.WriteString(server, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+			}
+		}()
+		dc := &deadlineConn{Conn: &deadlineCounter{Conn: client, sets: &sets}, firstByte: 10 * time.Minute, idle: time.Minute}
+		dc.local = connAddr{Addr: client.LocalAddr(), conn: dc}
+		return dc, nil
+	}
+	client := &fasthttp.HostClient{Addr: "upstream", Dial: dial, Transport: answerTransport}
+	for i := range 5 {
+		var r Relay
+		if err := send(t, client, &r, false); err != nil || string(r.resp.Body()) != "{}" {
+			t.Fatalf("call %d: %q %v", i, r.resp.Body(), err)
+		}
+	}
+	if sets != 1 {
+		t.Fatalf("%d read deadlines set over 5 calls, want the first call's only", sets)
 	}
 }
