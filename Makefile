@@ -32,6 +32,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSplice$$' -fuzztime 60s ./parse/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendForUpstream$$' -fuzztime 60s ./parse/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 60s ./parse/
+	$(GO) test -run '^$$' -fuzz '^FuzzHeadScan$$' -fuzztime 60s ./proxy/
 
 bench: build
 	$(GO) run ./bench/cmd/bench -quick

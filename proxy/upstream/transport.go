@@ -140,8 +140,6 @@ func readBody(hc *fasthttp.HostClient, br *bufio.Reader, resp *fasthttp.Response
 	return nil
 }
 
-// stream makes resp's body a pooled answerBody over br, which keeps the
-// connection until the body is closed.
 // pinIdle has the rest of the body come whole within idle (see
 // deadlineConn.pinIdle).
 func (b *answerBody[C]) pinIdle() {
@@ -150,6 +148,8 @@ func (b *answerBody[C]) pinIdle() {
 	}
 }
 
+// stream makes resp's body a pooled answerBody over br, which keeps the
+// connection until the body is closed.
 func (t *transport[C]) stream(hc *fasthttp.HostClient, cc C, br *bufio.Reader, resp *fasthttp.Response, closeConn bool) {
 	b, _ := t.bodies.Get().(*answerBody[C])
 	if b == nil {
