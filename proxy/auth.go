@@ -67,9 +67,30 @@ var bearerPrefix = []byte("bearer ")
 
 // bearerToken returns the token of an "Authorization: Bearer <token>" header.
 func bearerToken(ctx *fasthttp.RequestCtx) []byte {
-	v := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
+	return bearerOf(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization))
+}
+
+// bearerOf returns the token of an Authorization value "Bearer <token>".
+func bearerOf(v []byte) []byte {
 	if len(v) <= len(bearerPrefix) || !bytes.EqualFold(v[:len(bearerPrefix)], bearerPrefix) {
 		return nil
 	}
 	return bytes.TrimSpace(v[len(bearerPrefix):])
+}
+
+// credential returns the value of the credential header name, and whether
+// the request has it more than once. A proxy in front may read another of
+// the copies than the gateway, which takes the first: such a request is
+// refused rather than billed to one key and seen as another's.
+func credential(h *fasthttp.RequestHeader, name string) (v []byte, twice bool) {
+	all := h.PeekAll(name)
+	if len(all) == 0 {
+		return nil, false
+	}
+	return all[0], len(all) > 1
+}
+
+// errCredentialTwice is the answer to a credential header sent twice.
+func errCredentialTwice(name string) *Error {
+	return errorf(400, "credential_twice", "the request has more than one "+name+" header")
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -237,9 +238,25 @@ func closeAfterAnswer(ctx *fasthttp.RequestCtx) {
 // authenticate checks the Bearer key (alpha also takes x-api-key, as its SDKs
 // send it by default) and sets keyID.
 func (c *call) authenticate() bool {
-	key := bearerToken(c.ctx)
-	if key == nil && c.family == family.Alpha {
-		key = c.ctx.Request.Header.Peek("x-api-key")
+	h := &c.ctx.Request.Header
+	auth, twice := credential(h, fasthttp.HeaderAuthorization)
+	if twice {
+		c.fail(errCredentialTwice(fasthttp.HeaderAuthorization))
+		return false
+	}
+	key := bearerOf(auth)
+	if c.family == family.Alpha {
+		apiKey, twice := credential(h, "X-Api-Key")
+		switch {
+		case twice:
+			c.fail(errCredentialTwice("x-api-key"))
+			return false
+		case key == nil:
+			key = apiKey
+		case len(apiKey) > 0 && !bytes.Equal(apiKey, key):
+			c.fail(errorf(400, "credential_twice", "the request has two different keys, in Authorization and in x-api-key"))
+			return false
+		}
 	}
 	if len(key) == 0 {
 		c.fail(errorf(401, "auth_missing", "missing API key: send Authorization: Bearer <key>"))

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -120,5 +121,50 @@ func TestDuplicateModelEveryFamily(t *testing.T) {
 	assertGammaError(t, s, b, 400, "INVALID_ARGUMENT", "session_id appears more than once")
 	if n := len(e.received()); n != 0 {
 		t.Fatalf("refused calls reached a provider: %d", n)
+	}
+}
+
+// A credential header sent twice is refused with 400 in the family's shape,
+// before any key lookup or upstream call: a proxy in front may read another
+// of the copies than the gateway, which would take the first. So are an alpha
+// call's two different keys in Authorization and x-api-key; the same key in
+// both is served.
+func TestCredentialSentTwiceRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	addr := strings.TrimPrefix(e.base, "http://")
+	call := func(path, headers, body string) (int, []byte) {
+		t.Helper()
+		answers, bodies := exchange(t, addr, "POST "+path+" HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n"+
+			"Content-Type: application/json\r\n"+headers+"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+		if len(answers) != 1 {
+			t.Fatalf("%s %q: %d answers", path, headers, len(answers))
+		}
+		return answers[0].StatusCode, []byte(bodies[0])
+	}
+	const (
+		chat     = "/v1/router/beta/v1/chat/completions"
+		messages = "/v1/router/alpha/v1/messages"
+		image    = "/v1/router/gamma/v1beta/models/image-model:generateContent"
+	)
+	chatBody := `{"model":"chat-model","messages":[{"role":"user","content":"x"}]}`
+	msgBody := `{"model":"chat-model","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`
+	imageBody := `{"contents":[{"role":"user","parts":[{"text":"a cat"}]}]}`
+	bearerA, bearerB := "Authorization: Bearer "+keyA+"\r\n", "Authorization: Bearer "+keyB+"\r\n"
+
+	s, b := call(chat, bearerA+bearerB, chatBody)
+	assertBetaError(t, s, b, 400)
+	s, b = call(chat, bearerA+bearerA, chatBody) // even the same key twice
+	assertBetaError(t, s, b, 400)
+	s, b = call(messages, "x-api-key: "+keyA+"\r\nx-api-key: "+keyB+"\r\n", msgBody)
+	assertAlphaError(t, s, b, 400, "invalid_request_error")
+	s, b = call(messages, bearerA+"x-api-key: "+keyB+"\r\n", msgBody)
+	assertAlphaError(t, s, b, 400, "invalid_request_error")
+	s, b = call(image, "x-gamma-api-key: "+keyA+"\r\nx-gamma-api-key: "+keyB+"\r\n", imageBody)
+	assertGammaError(t, s, b, 400, "INVALID_ARGUMENT", "more than one x-gamma-api-key")
+	if n := len(e.received()); n != 0 {
+		t.Fatalf("refused calls reached a provider: %d", n)
+	}
+	if s, b := call(messages, bearerA+"x-api-key: "+keyA+"\r\n", msgBody); s != 200 {
+		t.Fatalf("the same key in both: %d %s", s, b)
 	}
 }

@@ -167,7 +167,11 @@ func (c *call) gammaModel() ([]byte, bool) {
 // keyID. Neither a Bearer header nor x-goog-api-key (which genai always
 // sends, with the client's own Gemini key) is a credential here.
 func (c *call) authenticateGamma() bool {
-	key := c.ctx.Request.Header.Peek("x-gamma-api-key")
+	key, twice := credential(&c.ctx.Request.Header, "X-Gamma-Api-Key")
+	if twice {
+		c.fail(errCredentialTwice("x-gamma-api-key"))
+		return false
+	}
 	if len(key) == 0 {
 		msg := "missing API key: send the platform API key in the x-gamma-api-key header"
 		if bearerToken(c.ctx) != nil {
