@@ -100,6 +100,8 @@ func TestMalformedRequestNativeError(t *testing.T) {
 		// RFC 9112 section 5.1: a proxy in front that ignores such a name
 		// would frame the body by another header, or by none.
 		{"space before a colon", "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n", 400, `"type":"invalid_request_error"`},
+		{"HTTP/2.0 in a text request line", "GET /v1/router/beta/v1/models HTTP/2.0\r\nHost: gw\r\n\r\n", 505, `{"error":{"message":"HTTP version HTTP/2.0 is not supported`},
+		{"HTTP/9.9", "POST /v1/router/alpha/v1/messages HTTP/9.9\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}", 505, `"type":"error"`},
 		{"tab before a colon", "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Length\t: 2\r\n\r\n{}", 400, `"type":"invalid_request_error"`},
 	} {
 		answers, bodies := exchange(t, addr, c.raw)

@@ -131,6 +131,10 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 		g.refuseHeadEnd(ctx)
 		return
 	}
+	if !supportedVersion(ctx.Request.Header.Protocol()) {
+		g.refuseVersion(ctx)
+		return
+	}
 	if id, ep, ok := responsesIDRoute(ctx); ok {
 		defer g.recoverPanic(ctx)
 		g.responsesOwned(ctx, ep, id)
@@ -189,6 +193,24 @@ func (g *Gateway) refuseHeadEnd(ctx *fasthttp.RequestCtx) {
 	c := g.acquireCall(ctx, familyOfPath(ctx.Request.Header.RequestURI()), epOther)
 	defer c.end()
 	c.fail(&headEndError)
+	c.bodyDone = true
+	closeAfterAnswer(ctx)
+}
+
+// supportedVersion reports whether a request line's version is HTTP/1.1 or
+// HTTP/1.0. fasthttp reads any "HTTP/d.d" and serves it as 1.0.
+func supportedVersion(proto []byte) bool {
+	return string(proto) == "HTTP/1.1" || string(proto) == "HTTP/1.0"
+}
+
+// refuseVersion answers a request line of another HTTP version with 505
+// (RFC 9110 section 15.6.6), without reading the body, and closes the
+// connection.
+func (g *Gateway) refuseVersion(ctx *fasthttp.RequestCtx) {
+	c := g.acquireCall(ctx, familyOfPath(ctx.Request.Header.RequestURI()), epOther)
+	defer c.end()
+	c.fail(&Error{Status: 505, Reason: "http_version",
+		Message: "HTTP version " + string(ctx.Request.Header.Protocol()) + " is not supported: send HTTP/1.1"})
 	c.bodyDone = true
 	closeAfterAnswer(ctx)
 }
