@@ -123,16 +123,8 @@ func (g *Gateway) Handler() fasthttp.RequestHandler { return g.serve }
 // parameter: three allocations on every retrieve. Everything else, and any
 // path these do not match exactly, is the router's.
 func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
-	if framedTwice(&ctx.Request.Header) {
-		g.refuseFramedTwice(ctx)
-		return
-	}
-	if headEndsBadly(ctx.Request.Header.RawHeaders()) {
-		g.refuseHeadEnd(ctx)
-		return
-	}
-	if !supportedVersion(ctx.Request.Header.Protocol()) {
-		g.refuseVersion(ctx)
+	if e := headFault(&ctx.Request.Header); e != nil {
+		g.refuseHead(ctx, e)
 		return
 	}
 	if id, ep, ok := responsesIDRoute(ctx); ok {
@@ -170,48 +162,40 @@ func framedTwice(h *fasthttp.RequestHeader) bool {
 	return false
 }
 
-// refuseFramedTwice answers a request with both framings with 400 and closes
-// the connection without reading the body, as RFC 9112 section 6.1 requires.
-func (g *Gateway) refuseFramedTwice(ctx *fasthttp.RequestCtx) {
+// The answers to heads fasthttp read but the gateway refuses (see headFault).
+var (
+	errFramedTwice = &Error{Status: 400, Reason: "framed_twice",
+		Message: "the request has both Content-Length and Transfer-Encoding"}
+	headEndError = Error{Status: 400, Reason: "malformed_request",
+		Message: "the request head must end with CRLF CRLF"}
+)
+
+// headFault returns why a head fasthttp read is refused, or nil: a chunked
+// request with a Content-Length too (framedTwice), a head that ends without
+// CRLF CRLF (headEndsBadly), a request line of another version than HTTP/1.1
+// or HTTP/1.0, which fasthttp reads as "HTTP/d.d" and serves as 1.0 (505,
+// RFC 9110 section 15.6.6).
+func headFault(h *fasthttp.RequestHeader) *Error {
+	switch proto := h.Protocol(); {
+	case framedTwice(h):
+		return errFramedTwice
+	case headEndsBadly(h.RawHeaders()):
+		return &headEndError
+	case string(proto) != "HTTP/1.1" && string(proto) != "HTTP/1.0":
+		return &Error{Status: 505, Reason: "http_version",
+			Message: "HTTP version " + string(proto) + " is not supported: send HTTP/1.1"}
+	}
+	return nil
+}
+
+// refuseHead answers a request whose head is refused with e, and closes the
+// connection without reading the body, as RFC 9112 section 6.1 requires of
+// one framed twice: what follows the head cannot be trusted to be its body.
+func (g *Gateway) refuseHead(ctx *fasthttp.RequestCtx, e *Error) {
 	c := g.acquireCall(ctx, familyOfPath(ctx.Request.Header.RequestURI()), epOther)
 	defer c.end()
-	c.fail(&Error{Status: 400, Reason: "framed_twice",
-		Message: "the request has both Content-Length and Transfer-Encoding"})
+	c.fail(e)
 	c.bodyDone = true // the body is not read: the connection closes
-	closeAfterAnswer(ctx)
-}
-
-// headEndError is the answer to a head that does not end with CRLF CRLF.
-var headEndError = Error{Status: 400, Reason: "malformed_request",
-	Message: "the request head must end with CRLF CRLF"}
-
-// refuseHeadEnd answers a request whose head ended without CRLF CRLF, which
-// fasthttp read because a CRLF CRLF came after it (see headEndsBadly), as it
-// answers one that came alone. The body is not read, and the connection
-// closes.
-func (g *Gateway) refuseHeadEnd(ctx *fasthttp.RequestCtx) {
-	c := g.acquireCall(ctx, familyOfPath(ctx.Request.Header.RequestURI()), epOther)
-	defer c.end()
-	c.fail(&headEndError)
-	c.bodyDone = true
-	closeAfterAnswer(ctx)
-}
-
-// supportedVersion reports whether a request line's version is HTTP/1.1 or
-// HTTP/1.0. fasthttp reads any "HTTP/d.d" and serves it as 1.0.
-func supportedVersion(proto []byte) bool {
-	return string(proto) == "HTTP/1.1" || string(proto) == "HTTP/1.0"
-}
-
-// refuseVersion answers a request line of another HTTP version with 505
-// (RFC 9110 section 15.6.6), without reading the body, and closes the
-// connection.
-func (g *Gateway) refuseVersion(ctx *fasthttp.RequestCtx) {
-	c := g.acquireCall(ctx, familyOfPath(ctx.Request.Header.RequestURI()), epOther)
-	defer c.end()
-	c.fail(&Error{Status: 505, Reason: "http_version",
-		Message: "HTTP version " + string(ctx.Request.Header.Protocol()) + " is not supported: send HTTP/1.1"})
-	c.bodyDone = true
 	closeAfterAnswer(ctx)
 }
 
