@@ -89,7 +89,21 @@ func TestRetrieveAllocatesNothing(t *testing.T) {
 	for range 100 {
 		h.do(t, req, resp)
 	}
-	if allocs := testing.AllocsPerRun(500, func() { h.do(t, req, resp) }); allocs != 0 {
+	if allocs := leastAllocsPerRun(3, 500, func() { h.do(t, req, resp) }); allocs != 0 {
 		t.Fatalf("%v allocations per retrieve", allocs)
 	}
+}
+
+// leastAllocsPerRun is the least of tries measurements of testing.AllocsPerRun.
+// AllocsPerRun counts the whole process's allocations, and other goroutines
+// of the process (an open Pebble store's background work among them) may
+// allocate during a window: once in two runs of go test ./... on a loaded
+// machine, 3 allocations per call showed, and never in runs of the test
+// alone. An allocation of the call itself is in every window.
+func leastAllocsPerRun(tries, runs int, f func()) float64 {
+	least := testing.AllocsPerRun(runs, f)
+	for i := 1; i < tries && least > 0; i++ {
+		least = min(least, testing.AllocsPerRun(runs, f))
+	}
+	return least
 }
