@@ -190,16 +190,21 @@ func (c *call) settleBody() {
 	}
 	c.bodyDone = true
 	ctx := c.ctx
-	if cl := ctx.Request.Header.ContentLength(); cl <= maxQuietDrain {
-		if cc := c.chunkedConn(); cc != nil {
-			cc.boundChunkedTo(chunkSlack + chunkCredit*maxQuietDrain)
-		}
-		n, err := io.CopyN(io.Discard, ctx.RequestBodyStream(), maxQuietDrain+1)
-		if err == io.EOF && n <= maxQuietDrain {
-			return
-		}
+	if cl := ctx.Request.Header.ContentLength(); cl <= maxQuietDrain && c.drainQuietly(ctx.RequestBodyStream()) {
+		return
 	}
 	closeAfterAnswer(ctx)
+}
+
+// drainQuietly reads and drops the rest of the request body from r, and
+// reports whether it ended within maxQuietDrain bytes; a chunked body's
+// framing is bounded by what that many bytes of body may take.
+func (c *call) drainQuietly(r io.Reader) bool {
+	if cc := c.chunkedConn(); cc != nil {
+		cc.boundChunked(chunkSlack + chunkCredit*maxQuietDrain)
+	}
+	n, err := io.CopyN(io.Discard, r, maxQuietDrain+1)
+	return err == io.EOF && n <= maxQuietDrain
 }
 
 // chunkedConn returns the client connection when the request's body is
@@ -311,7 +316,7 @@ func (c *call) readBody(limit int) bool {
 	r := c.ctx.RequestBodyStream()
 	cc := c.chunkedConn()
 	if cc != nil {
-		cc.boundChunked()
+		cc.boundChunked(chunkSlack)
 	}
 	for {
 		if len(buf) == cap(buf) {

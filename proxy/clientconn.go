@@ -252,17 +252,11 @@ const (
 )
 
 // boundChunked bounds what the request being served reads from here on,
-// until the answer, to chunkSlack bytes and chunkCredit for each byte of body
+// until the answer, to n bytes and chunkCredit more for each byte of body
 // read (see creditChunked). fasthttp bounds neither a chunk's size line nor
 // its extensions, and neither counts as body: without a bound, a client could
 // send one size line for as long as the read timeout lasts.
-func (c *clientConn) boundChunked() {
-	c.rawLeft, c.rawBounded = chunkSlack, true
-}
-
-// boundChunkedTo bounds what the request reads from here on to n bytes,
-// for a reader that does not count the body's bytes as they come.
-func (c *clientConn) boundChunkedTo(n int64) {
+func (c *clientConn) boundChunked(n int64) {
 	c.rawLeft, c.rawBounded = n, true
 }
 

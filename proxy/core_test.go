@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -455,12 +454,7 @@ func TestUpstreamTricklingHeadTimesOut(t *testing.T) {
 			}
 		}
 	})
-	addr := serveGateway(t, fmt.Sprintf(`
-keys: [{id: k, key: key-1}]
-upstreams: [{name: u, family: beta, base_url: "http://%s/v1", api_key: up}]
-models: [{id: m, upstreams: [u]}]
-timeouts: {first_byte: 1s, idle: 500ms}
-`, up), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	addr := gatewayFor(t, up, "timeouts: {first_byte: 1s, idle: 500ms}")
 	answers, bodies := exchange(t, addr, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"+
 		"Authorization: Bearer key-1\r\nConnection: close\r\nContent-Length: 27\r\n\r\n"+`{"model":"m","messages":[]}`)
 	if len(answers) != 1 || answers[0].StatusCode != 504 {
@@ -492,13 +486,7 @@ func TestUpstreamTricklingBodyTimesOut(t *testing.T) {
 		})
 	}
 	gateway := func(up, limits string) string {
-		return serveGateway(t, fmt.Sprintf(`
-keys: [{id: k, key: key-1}]
-upstreams: [{name: u, family: beta, base_url: "http://%s/v1", api_key: up}]
-models: [{id: m, upstreams: [u]}]
-timeouts: {first_byte: 4s, idle: 2s}
-%s
-`, up, limits), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		return gatewayFor(t, up, "timeouts: {first_byte: 4s, idle: 2s}", limits)
 	}
 	call := func(addr, body string) ([]*http.Response, []string) {
 		return exchange(t, addr, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"+

@@ -109,7 +109,7 @@ func (u *upload) checkHeaders() bool {
 	}
 	u.body = uploadBody{r: r, left: maxUploadBodyBytes + 1, budget: -1, conn: c.chunkedConn()}
 	if u.body.conn != nil {
-		u.body.conn.boundChunked()
+		u.body.conn.boundChunked(chunkSlack)
 	}
 	u.mr = multipart.NewReader(&u.body, string(boundary))
 	return true
@@ -349,14 +349,8 @@ func (u *upload) finishBody() {
 	if r == nil {
 		return
 	}
-	if cl := ctx.Request.Header.ContentLength(); cl < 0 || int64(cl)-u.body.consumed() <= maxQuietDrain {
-		if cc := u.c.chunkedConn(); cc != nil {
-			cc.boundChunkedTo(chunkSlack + chunkCredit*maxQuietDrain)
-		}
-		n, err := io.CopyN(io.Discard, r, maxQuietDrain+1)
-		if err == io.EOF && n <= maxQuietDrain {
-			return
-		}
+	if cl := ctx.Request.Header.ContentLength(); (cl < 0 || int64(cl)-u.body.consumed() <= maxQuietDrain) && u.c.drainQuietly(r) {
+		return
 	}
 	closeAfterAnswer(ctx)
 }

@@ -2,9 +2,7 @@ package proxy
 
 import (
 	"bufio"
-	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -15,6 +13,16 @@ import (
 
 	"github.com/valyala/fasthttp"
 )
+
+// countedChat is an upstream handler that answers a chat completion and
+// counts the calls it gets in calls.
+func countedChat(calls *atomic.Int64) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		calls.Add(1)
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"id":"x","object":"chat.completion","choices":[]}`)
+	}
+}
 
 // exchange writes raw to a new connection to addr and reads the answers until
 // the gateway closes it. The deadline only bounds a gateway that never
@@ -50,11 +58,7 @@ func exchange(t *testing.T, addr, raw string) (answers []*http.Response, bodies 
 // read as a request of its own.
 func TestFramedTwiceRefused(t *testing.T) {
 	var calls atomic.Int64
-	addr := rawUpstreamGateway(t, func(ctx *fasthttp.RequestCtx) {
-		calls.Add(1)
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"id":"x","object":"chat.completion","choices":[]}`)
-	})
+	addr := rawUpstreamGateway(t, countedChat(&calls))
 	body := `{"model":"m","messages":[]}`
 	chunked := "1b\r\n" + body + "\r\n0\r\n\r\n"
 	smuggled := "GET /v1/models HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\n\r\n"
@@ -143,11 +147,7 @@ func TestMalformedRequestNativeError(t *testing.T) {
 // served, and so is a body with bare LFs after a 100 Continue.
 func TestBareLFHeadRefused(t *testing.T) {
 	var calls atomic.Int64
-	addr := rawUpstreamGateway(t, func(ctx *fasthttp.RequestCtx) {
-		calls.Add(1)
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"id":"x","object":"chat.completion","choices":[]}`)
-	})
+	addr := rawUpstreamGateway(t, countedChat(&calls))
 	body := `{"model":"m","messages":[]}`
 	chat := "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n"
@@ -225,23 +225,7 @@ func TestBareLFHeadRefused(t *testing.T) {
 // of one byte, six bytes on the wire a byte, is served.
 func TestChunkedFramingBounded(t *testing.T) {
 	var calls atomic.Int64
-	upLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
-		calls.Add(1)
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"id":"x","object":"chat.completion","choices":[]}`)
-	}}
-	go up.Serve(upLn)
-	t.Cleanup(func() { up.Shutdown() })
-	addr := serveGateway(t, fmt.Sprintf(`
-keys: [{id: k, key: key-1}]
-upstreams: [{name: u, family: beta, base_url: "http://%s/v1", api_key: up}]
-models: [{id: m, upstreams: [u]}]
-limits: {max_body_bytes: 131072}
-`, upLn.Addr()), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	addr := rawUpstreamGateway(t, countedChat(&calls), "limits: {max_body_bytes: 131072}")
 	head := "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\n" +
 		"Transfer-Encoding: chunked\r\n\r\n"
 	for _, line := range []string{"5;", "5"} { // an endless extension; endless whitespace

@@ -47,8 +47,9 @@ func TestUpstreamHeadersAnyCase(t *testing.T) {
 }
 
 // rawUpstreamGateway starts a beta upstream served by h and a gateway in front
-// of it (key key-1, model m) and returns the gateway's address.
-func rawUpstreamGateway(t *testing.T, h fasthttp.RequestHandler) string {
+// of it (key key-1, model m, and the config lines of extra) and returns the
+// gateway's address.
+func rawUpstreamGateway(t *testing.T, h fasthttp.RequestHandler, extra ...string) string {
 	t.Helper()
 	upLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,7 +58,7 @@ func rawUpstreamGateway(t *testing.T, h fasthttp.RequestHandler) string {
 	up := &fasthttp.Server{Handler: h}
 	go up.Serve(upLn)
 	t.Cleanup(func() { up.Shutdown() })
-	return gatewayFor(t, upLn.Addr().String())
+	return gatewayFor(t, upLn.Addr().String(), extra...)
 }
 
 // rawTCPUpstream serves, on each connection, one request read whole and
@@ -100,14 +101,15 @@ func tcpUpstream(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) string 
 }
 
 // gatewayFor starts a gateway in front of the beta upstream at upstream (key
-// key-1, model m) and returns its address.
-func gatewayFor(t *testing.T, upstream string) string {
+// key-1, model m, and the config lines of extra) and returns its address.
+func gatewayFor(t *testing.T, upstream string, extra ...string) string {
 	t.Helper()
 	return serveGateway(t, fmt.Sprintf(`
 keys: [{id: k, key: key-1}]
 upstreams: [{name: u, family: beta, base_url: "http://%s/v1", api_key: up}]
 models: [{id: m, upstreams: [u]}]
-`, upstream), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+%s
+`, upstream, strings.Join(extra, "\n")), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
 
 // serveGateway starts a gateway with the config yaml on a loopback port and

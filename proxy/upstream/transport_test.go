@@ -20,7 +20,7 @@ const (
 
 // pipeUpstream returns a client with the gateway's transport whose
 // connections are each answered, after a request is read whole, with the
-// next of answers in one write; a connection then stays open until the test
+// next of answers (see pipeClient); a connection then stays open until the test
 // ends. dials counts the connections made.
 func pipeUpstream(t *testing.T, dials *int, answers ...string) *fasthttp.HostClient {
 	t.Helper()
@@ -30,8 +30,25 @@ func pipeUpstream(t *testing.T, dials *int, answers ...string) *fasthttp.HostCli
 	for _, a := range answers {
 		next <- a
 	}
-	dial := func(string) (net.Conn, error) {
+	return pipeClient(func() (string, bool) {
+		select {
+		case a := <-next:
+			return a, true
+		case <-done:
+			return "", false
+		}
+	}, func(c net.Conn) *deadlineConn {
 		*dials++
+		return &deadlineConn{Conn: c}
+	})
+}
+
+// pipeClient returns a client with the gateway's transport whose connections
+// are each a net.Pipe: wrap makes the deadlineConn over the client's end, and
+// the other end answers each request read whole with what answer returns, in
+// one write ("\x00" parts it into several), until answer returns false.
+func pipeClient(answer func() (string, bool), wrap func(net.Conn) *deadlineConn) *fasthttp.HostClient {
+	dial := func(string) (net.Conn, error) {
 		client, server := net.Pipe()
 		go func() {
 			defer server.Close()
@@ -41,17 +58,16 @@ func pipeUpstream(t *testing.T, dials *int, answers ...string) *fasthttp.HostCli
 				if err := req.Read(br); err != nil {
 					return
 				}
-				select {
-				case a := <-next:
-					for _, part := range strings.Split(a, "\x00") { // "\x00" parts the writes
-						io.WriteString(server, part)
-					}
-				case <-done:
+				a, ok := answer()
+				if !ok {
 					return
+				}
+				for _, part := range strings.Split(a, "\x00") {
+					io.WriteString(server, part)
 				}
 			}
 		}()
-		dc := &deadlineConn{Conn: client}
+		dc := wrap(client)
 		dc.local = connAddr{Addr: client.LocalAddr(), conn: dc}
 		return dc, nil
 	}
@@ -338,24 +354,11 @@ func (c *deadlineCounter) SetReadDeadline(t time.Time) error {
 // first-byte deadline of the first one, as they did before the bound.
 func TestWholeAnswerArmsNoDeadline(t *testing.T) {
 	var sets int
-	dial := func(string) (net.Conn, error) {
-		client, server := net.Pipe()
-		go func() {
-			defer server.Close()
-			br := bufio.NewReader(server)
-			for {
-				var req fasthttp.Request
-				if err := req.Read(br); err != nil {
-					return
-				}
-				io.WriteString(server, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
-			}
-		}()
-		dc := &deadlineConn{Conn: &deadlineCounter{Conn: client, sets: &sets}, firstByte: 10 * time.Minute, idle: time.Minute}
-		dc.local = connAddr{Addr: client.LocalAddr(), conn: dc}
-		return dc, nil
-	}
-	client := &fasthttp.HostClient{Addr: "upstream", Dial: dial, Transport: answerTransport}
+	client := pipeClient(func() (string, bool) {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", true
+	}, func(c net.Conn) *deadlineConn {
+		return &deadlineConn{Conn: &deadlineCounter{Conn: c, sets: &sets}, firstByte: 10 * time.Minute, idle: time.Minute}
+	})
 	for i := range 5 {
 		var r Relay
 		if err := send(t, client, &r, false); err != nil || string(r.resp.Body()) != "{}" {
