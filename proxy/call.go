@@ -81,7 +81,6 @@ type call struct {
 	renamed []byte // the body with a deployment's own model name; see send
 	version string // the gamma path's {version}, for a deployment's own model name
 	inlined bool   // the body to forward is the client's with stored files inlined
-	url     []byte
 	status  int
 	// reserved is the call's share of the request body budget.
 	reserved int
@@ -468,15 +467,16 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 			}
 		}
 	}
-	req := fasthttp.AcquireRequest()
-	c.prepare(req, dep, path, body)
+	req := upstream.AcquireRequest()
+	req.Head = c.appendHead(req.Head, dep, path, len(body))
+	req.Body = body
 	if c.countsUsage() {
 		c.up.CountUsage()
 	}
 	err := c.up.Send(dep, req, stream)
 	// The request is written whole by the time Send returns; a long stream
-	// should not keep its headers and body alive.
-	fasthttp.ReleaseRequest(req)
+	// should not keep its head alive.
+	upstream.ReleaseRequest(req)
 	return err
 }
 
@@ -528,35 +528,34 @@ func upstreamError(err error) *Error {
 	return &Error{Status: 502, Reason: "upstream_error", Message: "the upstream provider failed to answer", Cause: redacted{err}}
 }
 
-// prepare builds the upstream request: the client's end-to-end headers, the
-// deployment's URL and credentials, and body. req is fresh from the pool.
-func (c *call) prepare(req *fasthttp.Request, dep *upstream.Deployment, path string, body []byte) {
-	appendForwardedHeaders(&req.Header, &c.ctx.Request.Header)
-	c.url = dep.Target(req, c.url, path)
-	if q := c.ctx.URI().QueryString(); len(q) > 0 && c.forwardQuery() {
-		req.URI().SetQueryStringBytes(q)
+// appendHead appends the head of the upstream request to path on dep with a
+// body of bodyLen bytes: the request line to the deployment's URL (with the
+// client's query string only where forwardQuery says), the client's
+// end-to-end headers as the server read them but the stripped ones, the
+// deployment's credentials, the request id and the body's length.
+func (c *call) appendHead(dst []byte, dep *upstream.Deployment, path string, bodyLen int) []byte {
+	h := &c.ctx.Request.Header
+	var query []byte
+	if c.forwardQuery() {
+		query = c.ctx.URI().QueryString()
 	}
-	dep.SetCredentials(&req.Header)
-	req.Header.SetBytesV("X-Request-Id", c.reqID)
-	if body != nil {
-		req.SetBodyRaw(body)
+	dst = dep.AppendRequestLine(dst, h.Method(), path, query)
+	versioned := false
+	for name, value := range h.All() {
+		if strippedRequestHeader(name) {
+			continue
+		}
+		if string(name) == "Anthropic-Version" {
+			versioned = true
+		}
+		dst = upstream.AppendHeader(dst, name, value)
 	}
+	dst = dep.AppendCredentials(dst, versioned)
+	dst = upstream.AppendHeader(dst, headerRequestID, c.reqID)
+	return upstream.EndHead(dst, h.Method(), bodyLen)
 }
 
-// appendForwardedHeaders sets on dst, a reset header, the method and every
-// header of src but the stripped ones, in one pass over src, names as the
-// server read them (canonicalised, so they match the list exactly). The URL
-// is the deployment's (Target), with the client's query string only where
-// forwardQuery says.
-func appendForwardedHeaders(dst, src *fasthttp.RequestHeader) {
-	dst.DisableNormalizing()
-	dst.SetMethodBytes(src.Method())
-	for name, value := range src.All() {
-		if !strippedRequestHeader(name) {
-			dst.AddBytesKV(name, value)
-		}
-	}
-}
+var headerRequestID = []byte("X-Request-Id")
 
 // forwardQuery reports whether the client's query string goes upstream: on
 // the Responses reads, exactly as encoded; elsewhere it is the gateway's own
@@ -566,15 +565,16 @@ func (c *call) forwardQuery() bool {
 }
 
 // strippedRequestHeaders never reach an upstream: the client's credentials,
-// the gateway's own headers, hop-by-hop headers, and encodings the gateway
-// would have to undo.
+// the gateway's own headers, hop-by-hop headers, encodings the gateway would
+// have to undo, and the framing and Host, which are the upstream request's
+// own.
 var strippedRequestHeaders = [][]byte{
 	[]byte("Authorization"), []byte("X-Api-Key"), []byte("X-Goog-Api-Key"), []byte("X-Gamma-Api-Key"),
 	[]byte("X-Session-Id"), []byte("X-Request-Id"), []byte("Request-Id"),
 	[]byte("Connection"), []byte("Keep-Alive"), []byte("Proxy-Connection"), []byte("Proxy-Authorization"),
 	[]byte("Te"), []byte("Trailer"), []byte("Transfer-Encoding"), []byte("Upgrade"), []byte("Expect"),
 	[]byte("Accept-Encoding"), []byte("Cookie"), []byte("Alpha-Workspace-Id"),
-	[]byte("Content-Length"),
+	[]byte("Content-Length"), []byte("Host"),
 }
 
 // strippedByLen lists the names of strippedRequestHeaders by their length.

@@ -8,72 +8,114 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/upstream"
 )
 
-// copyThenStrip is how the upstream request's headers were built before
-// appendForwardedHeaders: a copy of the client's, then a deletion per
-// stripped name. The upstream must see the same bytes either way.
-func copyThenStrip(dst, src *fasthttp.RequestHeader) {
-	src.CopyTo(dst)
-	dst.DisableNormalizing()
+// fasthttpHead is how the upstream request was built before appendHead: a
+// fasthttp.Request given a copy of the client's headers less the stripped
+// ones, the deployment's URL and credentials, the request id and the body,
+// then serialised by fasthttp. fasthttp's one addition of its own, a default
+// Content-Type, is off: the gateway sends the client's or none.
+func fasthttpHead(client *fasthttp.Request, fam family.Family, path string, query []byte, body string) string {
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	client.Header.CopyTo(&req.Header)
+	req.Header.DisableNormalizing()
 	for _, h := range strippedRequestHeaders {
-		dst.DelBytes(h)
+		req.Header.DelBytes(h)
 	}
+	req.Header.SetNoDefaultContentType(true)
+	req.URI().SetScheme("http")
+	req.URI().SetHost("upstream:9")
+	req.URI().SetPath("/base" + path)
+	req.URI().SetQueryStringBytes(query)
+	switch fam {
+	case family.Alpha:
+		req.Header.Set("X-Api-Key", "deployment")
+		if len(req.Header.Peek("Anthropic-Version")) == 0 {
+			req.Header.Set("Anthropic-Version", "2023-06-01")
+		}
+	case family.Beta:
+		req.Header.Set("Authorization", "Bearer deployment")
+	case family.Gamma:
+		req.Header.Set("X-Goog-Api-Key", "deployment")
+	}
+	req.Header.Set("X-Request-Id", "rid")
+	req.SetBodyString(body)
+	req.URI().DisablePathNormalizing = true
+	var out bytes.Buffer
+	w := bufio.NewWriter(&out)
+	if err := req.Write(w); err != nil {
+		panic(err)
+	}
+	w.Flush()
+	return out.String()
 }
 
-// The one-pass header filter forwards byte for byte the lines that copying
-// then deleting did: request line, repeats, special headers (Host,
-// Content-Type, User-Agent), and none of the stripped ones, whatever their
-// case. Only their order differs: a deletion moved the last header into the
-// deleted one's place, where now the client's order is kept.
-func TestForwardedHeadersAsBefore(t *testing.T) {
-	for _, head := range []string{
-		"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\n",
-		"POST /v1/messages HTTP/1.1\r\nhost: gw:8080\r\nuser-agent: sdk/1\r\nx-api-key: k\r\nanthropic-version: 2023-06-01\r\n" +
-			"anthropic-beta: a\r\nanthropic-beta: b\r\nconnection: keep-alive\r\nkeep-alive: timeout=5\r\ncookie: a=b; c=d\r\n" +
-			"accept-encoding: gzip\r\nx-session-id: s\r\nx-request-id: r\r\nte: trailers\r\nexpect: 100-continue\r\ncontent-type: application/json\r\n",
-		"POST /v1beta/models/g:generateContent?alt=sse HTTP/1.1\r\nHost: gw\r\nX-Goog-Api-Key: k\r\nX-Gamma-Api-Key: k\r\n" +
-			"Proxy-Authorization: p\r\nProxy-Connection: x\r\nUpgrade: h2c\r\nTrailer: x\r\nAlpha-Workspace-Id: w\r\nRequest-Id: q\r\n" +
-			"Idempotency-Key: i\r\nX-Custom: 1\r\nAccept: */*\r\n",
-		"GET /v1/responses/resp_1 HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer k\r\nOpenAI-Beta: x\r\n",
+// The head written line by line carries what fasthttp built and serialised
+// from the same request, byte for byte: request line, repeats, special
+// headers (Content-Type, User-Agent), credentials of each family (the
+// client's anthropic-version kept), and none of the stripped ones, whatever
+// their case; the query only where the endpoint forwards it. Only the order
+// of the lines differs.
+func TestUpstreamHeadAsFasthttpBuiltIt(t *testing.T) {
+	for _, c := range []struct {
+		fam  family.Family
+		ep   endpoint
+		path string
+		head string
+	}{
+		{family.Beta, epChat, "/v1/chat/completions",
+			"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\n"},
+		{family.Alpha, epMessages, "/v1/messages",
+			"POST /v1/messages HTTP/1.1\r\nhost: gw:8080\r\nuser-agent: sdk/1\r\nx-api-key: k\r\nanthropic-version: 2023-06-01\r\n" +
+				"anthropic-beta: a\r\nanthropic-beta: b\r\nconnection: keep-alive\r\nkeep-alive: timeout=5\r\ncookie: a=b; c=d\r\n" +
+				"accept-encoding: gzip\r\nx-session-id: s\r\nx-request-id: r\r\nte: trailers\r\nexpect: 100-continue\r\ncontent-type: application/json\r\n"},
+		{family.Alpha, epMessages, "/v1/messages",
+			"POST /v1/messages HTTP/1.1\r\nHost: gw\r\nX-Api-Key: k\r\nContent-Type: application/json\r\n"},
+		{family.Gamma, epGenerateContent, "/v1beta/models/g:generateContent",
+			"POST /v1beta/models/g:generateContent?alt=sse HTTP/1.1\r\nHost: gw\r\nX-Goog-Api-Key: k\r\nX-Gamma-Api-Key: k\r\n" +
+				"Proxy-Authorization: p\r\nProxy-Connection: x\r\nUpgrade: h2c\r\nTrailer: x\r\nAlpha-Workspace-Id: w\r\nRequest-Id: q\r\n" +
+				"Idempotency-Key: i\r\nX-Custom: 1\r\nAccept: */*\r\n"},
+		{family.Beta, epResponsesGet, "/v1/responses/resp_1",
+			"GET /v1/responses/resp_1?include[]=x&stream=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer k\r\nOpenAI-Beta: x\r\n"},
+		{family.Beta, epResponsesDelete, "/v1/responses/resp_1",
+			"DELETE /v1/responses/resp_1?x=1 HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer k\r\n"},
 	} {
-		body := ""
+		head, body := c.head, ""
 		if strings.HasPrefix(head, "POST") {
 			body = `{"model":"m"}`
 			head += "Content-Length: 13\r\n"
 		}
-		var client fasthttp.Request
-		if err := client.Read(bufio.NewReader(strings.NewReader(head + "\r\n" + body))); err != nil {
+		var ctx fasthttp.RequestCtx // its body, after an Expect, is not read: body is the body
+		if err := ctx.Request.Read(bufio.NewReader(strings.NewReader(head + "\r\n" + body))); err != nil {
 			t.Fatal(err)
 		}
-		var want, got bytes.Buffer
-		for _, b := range []struct {
-			build func(dst, src *fasthttp.RequestHeader)
-			out   *bytes.Buffer
-		}{{copyThenStrip, &want}, {appendForwardedHeaders, &got}} {
-			build, out := b.build, b.out
-			req := fasthttp.AcquireRequest()
-			build(&req.Header, &client.Header)
-			req.URI().SetQueryString("") // the query is forwardQuery's, not the headers'
-			req.URI().SetScheme("http")
-			req.URI().SetHost("upstream:9")
-			req.URI().SetPath("/base/v1/x")
-			req.Header.Set("X-Api-Key", "deployment")
-			req.SetBodyRaw(client.Body())
-			req.URI().DisablePathNormalizing = true
-			w := bufio.NewWriter(out)
-			if err := req.Write(w); err != nil {
-				t.Fatal(err)
-			}
-			w.Flush()
-			fasthttp.ReleaseRequest(req)
+		dep := upstream.New(config.Upstream{Name: "d", Family: c.fam.String(), BaseURL: "http://upstream:9/base", APIKey: "deployment", MaxConns: 1},
+			config.Timeouts{}, config.Health{}, config.Limits{})
+		call := &call{ctx: &ctx, ep: c.ep, reqID: []byte("rid")}
+		var query []byte
+		if call.forwardQuery() {
+			query = ctx.URI().QueryString()
 		}
-		if sortedLines(got.String()) != sortedLines(want.String()) {
-			t.Errorf("upstream request differs:\n got %q\nwant %q", got.String(), want.String())
+		got := string(call.appendHead(nil, dep, c.path, len(body))) + body
+		want := fasthttpHead(&ctx.Request, c.fam, c.path, query, body)
+		if sortedLines(got) != sortedLines(want) {
+			t.Errorf("upstream request differs:\n got %q\nwant %q", got, want)
 		}
 		for _, h := range strippedRequestHeaders {
-			if name := "\r\n" + strings.ToLower(string(h)) + ":"; strings.Contains(strings.ToLower(got.String()), name) && string(h) != "Content-Length" && string(h) != "X-Api-Key" {
-				t.Errorf("%s reached the upstream:\n%s", h, got.String())
+			if name := "\r\n" + strings.ToLower(string(h)) + ":"; strings.Contains(strings.ToLower(got), name) &&
+				string(h) != "Content-Length" && string(h) != "X-Api-Key" && string(h) != "X-Goog-Api-Key" &&
+				string(h) != "Authorization" && string(h) != "X-Request-Id" && string(h) != "Host" {
+				t.Errorf("%s reached the upstream:\n%s", h, got)
+			}
+		}
+		for _, client := range []string{"Bearer k", "x-api-key: k", "X-Api-Key: k", "Api-Key: k\r"} {
+			if strings.Contains(got, client) {
+				t.Errorf("the client's credential %q reached the upstream:\n%s", client, got)
 			}
 		}
 	}

@@ -50,9 +50,9 @@ func streamed(t *testing.T, c *call, cfg *config.Config) {
 	t.Cleanup(func() { srv.Shutdown() })
 	u := config.Upstream{Name: "sse", Family: "beta", BaseURL: "http://" + ln.Addr().String() + "/v1", MaxConns: 1}
 	c.dep = upstream.New(u, cfg.Timeouts, cfg.Health, cfg.Limits)
-	req := fasthttp.AcquireRequest()
-	defer fasthttp.ReleaseRequest(req)
-	c.url = c.dep.Target(req, c.url, "/chat/completions")
+	req := upstream.AcquireRequest()
+	defer upstream.ReleaseRequest(req)
+	req.Head = upstream.EndHead(c.dep.AppendRequestLine(req.Head, []byte("POST"), "/chat/completions", nil), []byte("POST"), 0)
 	if err := c.up.Send(c.dep, req, true); err != nil {
 		t.Fatal(err)
 	}

@@ -158,13 +158,12 @@ func TestFlushAwaitOverTLS(t *testing.T) {
 	}
 	client := &fasthttp.HostClient{Addr: srv.Listener.Addr().String(), Dial: dial, Transport: answerTransport}
 	for i := range 3 {
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		req.SetRequestURI(fmt.Sprintf("http://example.com/%d", i))
-		err := client.Do(req, resp)
+		req, resp := get(fmt.Sprintf("/%d", i)), fasthttp.AcquireResponse()
+		err := client.Do(req.client(), resp)
 		if err != nil || string(resp.Body()) != fmt.Sprintf("answer to /%d", i) {
 			t.Fatalf("call %d: %v, %q", i, err, resp.Body())
 		}
-		fasthttp.ReleaseRequest(req)
+		ReleaseRequest(req)
 		fasthttp.ReleaseResponse(resp)
 	}
 	if len(conns) != 1 || conns[0].raw == nil || conns[0].answers != 3 {
@@ -207,12 +206,11 @@ func TestFlushAwaitUpstreamClosedFirst(t *testing.T) {
 		return c, err
 	}
 	client := &fasthttp.HostClient{Addr: ln.Addr().String(), Dial: dial, Transport: answerTransport}
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
+	req, resp := get("/"), fasthttp.AcquireResponse()
+	defer ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI("http://upstream/")
 	done := make(chan error, 1)
-	go func() { done <- client.Do(req, resp) }()
+	go func() { done <- client.Do(req.client(), resp) }()
 	<-dialed
 	select {
 	case err := <-done:

@@ -21,10 +21,10 @@ import (
 type Deployment struct {
 	name   string
 	family family.Family
-	// The upstream URL is scheme://host + basePath + the endpoint path;
-	// basePath is the base URL's path without a trailing slash. TLS is the
-	// dialer's (see dialer), so fasthttp sees every deployment as http.
-	uri      fasthttp.URI // scheme and host[:port] of the base URL; see Target
+	// The upstream URL is the base URL's host + basePath + the endpoint
+	// path; basePath is the base URL's path without a trailing slash. TLS is
+	// the dialer's (see dialer).
+	host     string // host[:port] of the base URL, lower-cased: the Host header
 	basePath string
 	apiKey   string
 	bearer   []byte // "Bearer <apiKey>"
@@ -72,6 +72,7 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 	}
 	d := &Deployment{
 		name:        u.Name,
+		host:        strings.ToLower(pu.Host),
 		family:      fam,
 		basePath:    strings.TrimRight(pu.EscapedPath(), "/"),
 		apiKey:      u.APIKey,
@@ -84,8 +85,6 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 		maxConns:    u.MaxConns,
 		idleConn:    t.IdleConn.D(),
 	}
-	d.uri.SetSchemeBytes(schemeHTTP) // the dialer speaks TLS where the deployment does
-	d.uri.SetHost(pu.Host)
 	d.client = newClient(addr, tlsConfig(isTLS, pu.Hostname()), u.MaxConns, t)
 	if !d.loadsItself() {
 		d.client.MaxResponseBodySize = d.maxAnswer
@@ -131,8 +130,6 @@ func tlsConfig(isTLS bool, host string) *tls.Config {
 	return &tls.Config{ServerName: host, ClientSessionCache: tls.NewLRUClientSessionCache(0)}
 }
 
-var schemeHTTP = []byte("http")
-
 // Same reports whether the deployment can be kept across a reload to u.
 func (d *Deployment) Same(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits) bool {
 	return d.cfg == u && d.idleConn == t.IdleConn.D() && d.maxFailures == int32(h.Failures) &&
@@ -163,31 +160,3 @@ func (d *Deployment) Addr() string { return d.client.Addr }
 
 // Conns is the number of open connections to the deployment.
 func (d *Deployment) Conns() int { return d.client.ConnsCount() }
-
-// Target points req at path of the deployment. scratch is a buffer for the
-// URL path, returned for reuse.
-func (d *Deployment) Target(req *fasthttp.Request, scratch []byte, path string) []byte {
-	// The URL is copied from the deployment's and given its path, which
-	// spares fasthttp parsing the request's empty one first.
-	req.SetURI(&d.uri)
-	scratch = append(append(scratch[:0], d.basePath...), path...)
-	req.URI().SetPathBytes(scratch)
-	return scratch
-}
-
-// SetCredentials sets the provider's auth headers on h: alpha x-api-key (and
-// anthropic-version when the client sent none), beta a Bearer token, gamma
-// x-goog-api-key.
-func (d *Deployment) SetCredentials(h *fasthttp.RequestHeader) {
-	switch d.family {
-	case family.Alpha:
-		h.Set("X-Api-Key", d.apiKey)
-		if len(h.Peek("Anthropic-Version")) == 0 {
-			h.Set("Anthropic-Version", "2023-06-01")
-		}
-	case family.Beta:
-		h.SetBytesV(fasthttp.HeaderAuthorization, d.bearer)
-	case family.Gamma:
-		h.Set("X-Goog-Api-Key", d.apiKey)
-	}
-}

@@ -10,44 +10,49 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// Target gives the upstream request the deployment's host and base path and
-// the endpoint's path, whatever URL the pooled request held before; the query
-// is the caller's to add. A deployment over TLS keeps the http scheme: its
-// dialer speaks TLS, and the client refuses a scheme other than its own.
-func TestTarget(t *testing.T) {
+// A head begins with the request line to the deployment's base path and the
+// endpoint's path, with the query the caller gives, and the base URL's host
+// in lower case; it parses back as the request it says.
+func TestAppendRequestLine(t *testing.T) {
 	for _, c := range []struct{ base, wantLine, wantHost string }{
 		{"http://127.0.0.1:8081/openai/v1/", "POST /openai/v1/chat/completions?api-version=1 HTTP/1.1", "127.0.0.1:8081"},
 		{"https://Api.Example.com", "POST /chat/completions?api-version=1 HTTP/1.1", "api.example.com"},
 	} {
 		d := New(config.Upstream{Name: "d", Family: "beta", BaseURL: c.base, APIKey: "k", MaxConns: 1},
 			config.Timeouts{}, config.Health{}, config.Limits{})
-		req := fasthttp.AcquireRequest()
-		req.SetRequestURI("https://elsewhere:1/old/path?old=1") // what a pooled request may hold
-		req.Reset()
-		req.Header.SetMethod("POST")
-		scratch := d.Target(req, nil, "/chat/completions")
-		req.URI().SetQueryString("api-version=1")
-		if string(req.URI().Scheme()) != "http" {
-			t.Errorf("%s: the request's scheme is https", c.base)
+		head := d.AppendRequestLine(nil, []byte("POST"), "/chat/completions", []byte("api-version=1"))
+		head = d.AppendCredentials(head, false)
+		head = EndHead(head, []byte("POST"), 2)
+		lines := strings.Split(string(head), "\r\n")
+		if lines[0] != c.wantLine || lines[1] != "Host: "+c.wantHost {
+			t.Errorf("%s: head begins %q, want %q and Host %s", c.base, lines[:2], c.wantLine, c.wantHost)
 		}
-		req.URI().DisablePathNormalizing = true // as the client sets it before writing
-		var out bytes.Buffer
-		w := bufio.NewWriter(&out)
-		if err := req.Write(w); err != nil {
-			t.Fatal(err)
+		var req fasthttp.Request
+		if err := req.Read(bufio.NewReader(bytes.NewReader(append(head, "{}"...)))); err != nil {
+			t.Fatalf("%s: %q does not parse: %v", c.base, head, err)
 		}
-		w.Flush()
-		head, _, _ := strings.Cut(out.String(), "\r\n\r\n")
-		lines := strings.Split(head, "\r\n")
-		if lines[0] != c.wantLine {
-			t.Errorf("%s: request line %q, want %q", c.base, lines[0], c.wantLine)
+		if string(req.Header.Peek("Authorization")) != "Bearer k" || string(req.Body()) != "{}" {
+			t.Errorf("%s: parsed back as %q", c.base, req.String())
 		}
-		if !strings.Contains(head, "\r\nHost: "+c.wantHost+"\r\n") {
-			t.Errorf("%s: head %q has no Host %s", c.base, head, c.wantHost)
+	}
+}
+
+// A body's length is sent but by a GET or HEAD without one.
+func TestEndHead(t *testing.T) {
+	for _, c := range []struct {
+		method string
+		n      int
+		want   string
+	}{
+		{"GET", 0, "\r\n"},
+		{"HEAD", 0, "\r\n"},
+		{"GET", 3, "Content-Length: 3\r\n\r\n"},
+		{"POST", 0, "Content-Length: 0\r\n\r\n"},
+		{"DELETE", 0, "Content-Length: 0\r\n\r\n"},
+		{"POST", 1234, "Content-Length: 1234\r\n\r\n"},
+	} {
+		if got := string(EndHead(nil, []byte(c.method), c.n)); got != c.want {
+			t.Errorf("%s with %d bytes: %q, want %q", c.method, c.n, got, c.want)
 		}
-		if want, _, _ := strings.Cut(strings.Fields(c.wantLine)[1], "?"); string(scratch) != want {
-			t.Errorf("%s: returned path %q", c.base, scratch)
-		}
-		fasthttp.ReleaseRequest(req)
 	}
 }

@@ -86,13 +86,13 @@ func (r *Relay) Reset() {
 // as a stream, else Load reads it (bounded). On success the deployment's
 // in-flight count stays raised until the answer is relayed; on failure the
 // deployment's health counts it, unless the deployment was only busy (no
-// free connection in time) or its answer was over the bound. req may be
-// released as soon as Send returns.
+// free connection in time) or its answer was over the bound. req is written
+// whole by the time Send returns, and may be released then.
 //
 // A call that fails on a reused connection the upstream had closed while idle
 // (see Stale) goes again on another connection; each such failure closes a
 // connection, so the loop ends within the pool's size.
-func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error {
+func (r *Relay) Send(dep *Deployment, req *Request, stream bool) error {
 	r.dep = dep
 	r.wantStream = stream
 	dep.inflight.Add(1)
@@ -102,7 +102,7 @@ func (r *Relay) Send(dep *Deployment, req *fasthttp.Request, stream bool) error 
 	for range dep.maxConns + 1 {
 		r.resp.Reset() // no earlier attempt's connection is read by Stale
 		r.resp.StreamBody = stream || dep.loadsItself()
-		if err = dep.client.Do(req, &r.resp); err == nil || !Stale(&r.resp) {
+		if err = dep.client.Do(req.client(), &r.resp); err == nil || !Stale(&r.resp) {
 			break
 		}
 		r.StaleRetries++

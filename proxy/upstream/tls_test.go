@@ -25,10 +25,9 @@ func TestDialerSpeaksTLS(t *testing.T) {
 	d := &dialer{connect: time.Minute, tls: &tls.Config{ServerName: "example.com", RootCAs: roots}}
 	client := &fasthttp.HostClient{Addr: srv.Listener.Addr().String(), Dial: d.Dial, Transport: answerTransport, StreamResponseBody: true}
 	var r Relay
-	req := fasthttp.AcquireRequest()
-	defer fasthttp.ReleaseRequest(req)
-	req.SetRequestURI("http://example.com/")
-	if err := client.Do(req, &r.resp); err != nil {
+	req := get("/")
+	defer ReleaseRequest(req)
+	if err := client.Do(req.client(), &r.resp); err != nil {
 		t.Fatal(err)
 	}
 	var out fasthttp.Response

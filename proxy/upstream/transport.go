@@ -43,27 +43,32 @@ var answerTransport = newTransport((*fasthttp.HostClient).AcquireConn,
 // maxInterim bounds the 1xx answers skipped before the real one.
 const maxInterim = 8
 
-// RoundTrip sends req over a pooled connection and reads the answer's
-// header into resp; the body is read whole (bounded by the client's
-// MaxResponseBodySize) unless resp.StreamBody asks for a stream. It never
-// asks fasthttp to retry: Relay.Send decides that (see Stale).
+// RoundTrip sends req, which must be a Request's (see Request.client), over
+// a pooled connection and reads the answer's header into resp; the body is
+// read whole (bounded by the client's MaxResponseBodySize) unless
+// resp.StreamBody asks for a stream. It never asks fasthttp to retry:
+// Relay.Send decides that (see Stale).
 func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
-	cc, err := t.acquire(hc, 0, req.ConnectionClose())
+	r := rawRequest(req)
+	if r == nil {
+		return false, errNotRaw
+	}
+	cc, err := t.acquire(hc, 0, false)
 	if err != nil {
 		return false, err
 	}
 	c := cc.Conn()
 	resp.ParseNetConn(c)
-	if err = writeRequest(hc, c, req); err != nil {
+	if err = writeRequest(hc, c, r); err != nil {
 		t.close(hc, cc)
 		return false, err
 	}
 	br := hc.AcquireReader(c)
-	noBody, err := readHead(hc, br, req, resp)
+	noBody, err := readHead(br, r.headOnly(), resp)
 	if dc, ok := c.(*deadlineConn); ok {
 		dc.headRead(err == nil && !resp.StreamBody) // read whole here, within idle
 	}
-	closeConn := req.ConnectionClose() || resp.ConnectionClose()
+	closeConn := resp.ConnectionClose()
 	switch {
 	case err != nil:
 	case noBody:
@@ -82,10 +87,15 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 	return false, err
 }
 
-// writeRequest writes req whole; a timeout is fasthttp.ErrTimeout.
-func writeRequest(hc *fasthttp.HostClient, c net.Conn, req *fasthttp.Request) error {
+var errNotRaw = errors.New("upstream: a request not made by upstream.Request")
+
+// writeRequest writes r whole; a timeout is fasthttp.ErrTimeout.
+func writeRequest(hc *fasthttp.HostClient, c net.Conn, r *Request) error {
 	bw := hc.AcquireWriter(c)
-	err := req.Write(bw)
+	_, err := bw.Write(r.Head)
+	if err == nil {
+		_, err = bw.Write(r.Body)
+	}
 	if err == nil {
 		if dc, ok := c.(*deadlineConn); ok {
 			err = dc.flushAwait(bw)
@@ -102,11 +112,9 @@ func writeRequest(hc *fasthttp.HostClient, c net.Conn, req *fasthttp.Request) er
 
 // readHead reads the answer's header, past any 1xx ones, and tells whether
 // the answer has no body (HEAD, 204, 304, or a length of 0).
-func readHead(hc *fasthttp.HostClient, br *bufio.Reader, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
+func readHead(br *bufio.Reader, headOnly bool, resp *fasthttp.Response) (bool, error) {
 	for range maxInterim + 1 {
-		if hc.DisableHeaderNamesNormalizing {
-			resp.Header.DisableNormalizing()
-		}
+		resp.Header.DisableNormalizing() // the provider's names go out as it sent them
 		if err := resp.Header.Read(br); err != nil {
 			return false, err
 		}
@@ -116,7 +124,7 @@ func readHead(hc *fasthttp.HostClient, br *bufio.Reader, req *fasthttp.Request, 
 		case s < 200 || s == 204 || s == 304:
 			return true, nil
 		}
-		return req.Header.IsHead() || resp.SkipBody || resp.Header.ContentLength() == 0, nil
+		return headOnly || resp.SkipBody || resp.Header.ContentLength() == 0, nil
 	}
 	return false, errTooManyInterim
 }

@@ -77,11 +77,17 @@ func pipeClient(answer func() (string, bool), wrap func(net.Conn) *deadlineConn)
 // send makes one call with client into r, streamed or not.
 func send(t *testing.T, client *fasthttp.HostClient, r *Relay, stream bool) error {
 	t.Helper()
-	req := fasthttp.AcquireRequest()
-	defer fasthttp.ReleaseRequest(req)
-	req.SetRequestURI("http://upstream/")
+	req := get("/")
+	defer ReleaseRequest(req)
 	r.resp.StreamBody = stream
-	return client.Do(req, &r.resp)
+	return client.Do(req.client(), &r.resp)
+}
+
+// get returns a GET of path, as the transport is given it.
+func get(path string) *Request {
+	req := AcquireRequest()
+	req.Head = append(req.Head, "GET "+path+" HTTP/1.1\r\nHost: upstream\r\n\r\n"...)
+	return req
 }
 
 // streamed begins relaying the streamed answer in r.
@@ -367,5 +373,17 @@ func TestWholeAnswerArmsNoDeadline(t *testing.T) {
 	}
 	if sets != 1 {
 		t.Fatalf("%d read deadlines set over 5 calls, want the first call's only", sets)
+	}
+}
+
+// The transport writes only a Request's head and body: a fasthttp.Request
+// made otherwise is refused before a connection is taken, not serialised by
+// fasthttp with headers the gateway never chose.
+func TestTransportTakesOnlyRequests(t *testing.T) {
+	var req fasthttp.Request
+	req.SetRequestURI("http://upstream/")
+	var resp fasthttp.Response
+	if _, err := answerTransport.RoundTrip(&fasthttp.HostClient{Addr: "upstream"}, &req, &resp); err != errNotRaw {
+		t.Fatalf("a plain fasthttp.Request: %v, want errNotRaw", err)
 	}
 }
