@@ -43,6 +43,7 @@ var requests = sync.Pool{New: func() any {
 	// TLS is the dialer's); parsed once here, it is never parsed again.
 	r.req.SetRequestURI("http://upstream/")
 	r.req.URI()
+	r.req.SetBodyStream(&r.raw, 0) // once: nothing on the client's path resets it
 	return r
 }}
 
@@ -63,10 +64,7 @@ func ReleaseRequest(r *Request) {
 }
 
 // client returns the request fasthttp's client is given for r.
-func (r *Request) client() *fasthttp.Request {
-	r.req.SetBodyStream(&r.raw, -1)
-	return &r.req
-}
+func (r *Request) client() *fasthttp.Request { return &r.req }
 
 // headOnly reports whether the answer to r has no body whatever its headers
 // say: r is a HEAD request.
