@@ -100,6 +100,9 @@ type Pebble struct {
 	// record rewritten since it looked.
 	locks stripes
 
+	// recent holds the Responses records put last; see recentResponses.
+	recent *recentResponses
+
 	// uploading holds owner\x00id of uploads in flight, so that two uploads of one
 	// caller-chosen id cannot interleave their chunks.
 	uploadingMu sync.Mutex
@@ -149,6 +152,7 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 		chunkSize: opts.ChunkSize,
 		now:       opts.Now,
 		locks:     stripes{seed: maphash.MakeSeed()},
+		recent:    newRecentResponses(),
 		uploading: make(map[string]struct{}),
 	}
 	swept, err := p.sweepOrphans()

@@ -31,9 +31,16 @@ func (p *Pebble) PutResponse(r Response) error {
 	// A replaced record leaves its old age entry behind; ReclaimResponses drops it.
 	_ = b.Set(appendResponseAgeKey(key[:0], r.Created, r.ID), nil, nil)
 
+	// What GetResponse reads back: Created as the record keeps it.
+	held := &Response{ID: r.ID, Owner: r.Owner, Model: r.Model, Deployment: r.Deployment,
+		Created: time.Unix(r.Created.Unix(), int64(r.Created.Nanosecond())).UTC()}
+
 	mu := &p.locks.mu[p.locks.of(r.ID)]
 	mu.Lock()
 	err := b.Commit(pebble.Sync)
+	if err == nil {
+		p.recent.put(held)
+	}
 	mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("cannot put response %q: %w", r.ID, err)
@@ -59,6 +66,9 @@ func validateResponse(r *Response) error {
 func (p *Pebble) GetResponse(id string) (Response, error) {
 	if id == "" || len(id) > MaxResponseIDLen {
 		return Response{}, ErrNotFound
+	}
+	if r, ok := p.recent.get(id); ok {
+		return r, nil
 	}
 	buf := keyBufs.Get().(*[]byte)
 	defer keyBufs.Put(buf)
@@ -100,6 +110,7 @@ func (p *Pebble) DeleteResponse(id string) error {
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("cannot delete response %q: %w", id, err)
 	}
+	p.recent.drop(id)
 	return nil
 }
 
@@ -126,7 +137,7 @@ func (p *Pebble) reclaimResponseGroup(ageKeys [][]byte) (int, error) {
 
 	b := p.db.NewBatch()
 	defer b.Close()
-	removed := 0
+	var gone []string
 	for _, k := range ageKeys {
 		created, id, ok := parseResponseAgeKey(k)
 		if !ok {
@@ -139,12 +150,15 @@ func (p *Pebble) reclaimResponseGroup(ageKeys [][]byte) (int, error) {
 			return 0, err
 		case sortableNanos(r.Created) == created:
 			_ = b.Delete(appendResponseKey(nil, r.ID), nil)
-			removed++
+			gone = append(gone, r.ID)
 		}
 		_ = b.Delete(k, nil)
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return 0, fmt.Errorf("cannot reclaim responses: %w", err)
 	}
-	return removed, nil
+	for _, id := range gone {
+		p.recent.drop(id)
+	}
+	return len(gone), nil
 }
