@@ -33,6 +33,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendForUpstream$$' -fuzztime 60s ./parse/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 60s ./parse/
 	$(GO) test -run '^$$' -fuzz '^FuzzHeadScan$$' -fuzztime 60s ./proxy/
+	$(GO) test -run '^$$' -fuzz '^FuzzUpstreamHead$$' -fuzztime 60s ./proxy/
 
 bench: build
 	$(GO) run ./bench/cmd/bench -quick

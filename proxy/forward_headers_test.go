@@ -128,3 +128,42 @@ func sortedLines(req string) string {
 	slices.Sort(lines[1:])
 	return strings.Join(lines, "\r\n") + "\r\n\r\n" + body
 }
+
+// FuzzUpstreamHead feeds any header block a client could send: whatever the
+// server accepts reaches the upstream as fasthttp would have written it,
+// line for line, and parses back with the same number of header lines, so
+// that no value or name can add a line or end the head early.
+func FuzzUpstreamHead(f *testing.F) {
+	f.Add(byte(0), "Authorization: Bearer k\r\nContent-Type: application/json\r\n")
+	f.Add(byte(1), "x-api-key: k\r\nanthropic-version: 2023-06-01\r\nanthropic-beta: a\r\nanthropic-beta: b\r\nhost: gw\r\n")
+	f.Add(byte(2), "X-Goog-Api-Key: k\r\nTrailer: x\r\nCookie: a=b\r\nX-Custom: 1\r\nAccept: */*\r\nUser-Agent: x\r\n")
+	f.Add(byte(1), "Anthropic-Version: 2024-01-01\r\nX-Api-Key: a\r\nAuthorization: Bearer b\r\nX-Odd:  spaced value \r\n")
+	f.Fuzz(func(t *testing.T, which byte, headers string) {
+		fam := []family.Family{family.Beta, family.Alpha, family.Gamma}[int(which)%3]
+		const body = `{"model":"m"}`
+		raw := "POST /v1/x HTTP/1.1\r\nHost: gw\r\n" + headers + "Content-Length: 13\r\n\r\n" + body
+		var ctx fasthttp.RequestCtx
+		if err := ctx.Request.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+			return // the server refuses it: nothing reaches an upstream
+		}
+		if ctx.Request.Header.ContentLength() != len(body) {
+			return // the fuzzed lines framed the body otherwise; the gateway refuses those (framing tests)
+		}
+		dep := upstream.New(config.Upstream{Name: "d", Family: fam.String(), BaseURL: "http://upstream:9/base", APIKey: "deployment", MaxConns: 1},
+			config.Timeouts{}, config.Health{}, config.Limits{})
+		c := &call{ctx: &ctx, ep: epChat, reqID: []byte("rid")}
+		head := string(c.appendHead(nil, dep, "/v1/x", len(body)))
+		want := fasthttpHead(&ctx.Request, fam, "/v1/x", nil, body)
+		if sortedLines(head+body) != sortedLines(want) {
+			t.Fatalf("upstream request differs:\n got %q\nwant %q", head+body, want)
+		}
+		var up fasthttp.Request
+		if err := up.Read(bufio.NewReader(strings.NewReader(head + body))); err != nil {
+			t.Fatalf("the upstream cannot read %q: %v", head, err)
+		}
+		lines := strings.Count(head, "\r\n") - 2 // less the request line and the blank line
+		if n := up.Header.Len(); n != lines {
+			t.Fatalf("the upstream reads %d headers of %d lines in %q", n, lines, head)
+		}
+	})
+}
