@@ -26,10 +26,10 @@ type Deployment struct {
 	// the dialer's (see dialer).
 	host     string // host[:port] of the base URL, lower-cased: the Host header
 	basePath string
-	apiKey   string
-	bearer   []byte // "Bearer <apiKey>"
-	client   *fasthttp.HostClient
-	cfg      config.Upstream
+	// credential is the provider's auth header line (see AppendCredentials).
+	credential string
+	client     *fasthttp.HostClient
+	cfg        config.Upstream
 
 	inflight atomic.Int64
 	failures atomic.Int32
@@ -75,8 +75,7 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 		host:        strings.ToLower(pu.Host),
 		family:      fam,
 		basePath:    strings.TrimRight(pu.EscapedPath(), "/"),
-		apiKey:      u.APIKey,
-		bearer:      []byte("Bearer " + u.APIKey),
+		credential:  credentialLine(fam, u.APIKey),
 		cfg:         u,
 		maxFailures: int32(h.Failures),
 		cooldown:    h.Cooldown.D(),

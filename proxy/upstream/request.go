@@ -110,24 +110,24 @@ func AppendHeader(dst, name, value []byte) []byte {
 // (and anthropic-version unless versioned, when the client sent its own),
 // beta a Bearer token, gamma x-goog-api-key.
 func (d *Deployment) AppendCredentials(dst []byte, versioned bool) []byte {
-	switch d.family {
-	case family.Alpha:
-		dst = append(dst, "X-Api-Key: "...)
-		dst = append(dst, d.apiKey...)
-		dst = append(dst, "\r\n"...)
-		if !versioned {
-			dst = append(dst, "Anthropic-Version: 2023-06-01\r\n"...)
-		}
-	case family.Beta:
-		dst = append(dst, "Authorization: "...)
-		dst = append(dst, d.bearer...)
-		dst = append(dst, "\r\n"...)
-	case family.Gamma:
-		dst = append(dst, "X-Goog-Api-Key: "...)
-		dst = append(dst, d.apiKey...)
-		dst = append(dst, "\r\n"...)
+	dst = append(dst, d.credential...)
+	if d.family == family.Alpha && !versioned {
+		dst = append(dst, "Anthropic-Version: 2023-06-01\r\n"...)
 	}
 	return dst
+}
+
+// credentialLine is the auth header line of a deployment of fam with key.
+func credentialLine(fam family.Family, key string) string {
+	switch fam {
+	case family.Alpha:
+		return "X-Api-Key: " + key + "\r\n"
+	case family.Beta:
+		return "Authorization: Bearer " + key + "\r\n"
+	case family.Gamma:
+		return "X-Goog-Api-Key: " + key + "\r\n"
+	}
+	return ""
 }
 
 // EndHead ends a head with the body's Content-Length, which a GET or HEAD
