@@ -199,21 +199,23 @@ func (c *call) settleBody() {
 // reports whether it ended within maxQuietDrain bytes; a chunked body's
 // framing is bounded by what that many bytes of body may take.
 func (c *call) drainQuietly(r io.Reader) bool {
-	if cc := c.chunkedConn(); cc != nil {
-		cc.boundChunked(chunkSlack + chunkCredit*maxQuietDrain)
-	}
+	c.boundChunked(chunkSlack + chunkCredit*maxQuietDrain)
 	n, err := io.CopyN(io.Discard, r, maxQuietDrain+1)
 	return err == io.EOF && n <= maxQuietDrain
 }
 
-// chunkedConn returns the client connection when the request's body is
-// chunked, to bound its framing (see clientConn.boundChunked); nil when the
-// body has a declared length, which needs no bound.
-func (c *call) chunkedConn() *clientConn {
+// boundChunked bounds a chunked body's framing at n bytes from here on
+// (see clientConn.boundChunked) and returns the client connection, to be
+// credited the body's bytes as they are read; nil when the body has a
+// declared length, which needs no bound.
+func (c *call) boundChunked(n int64) *clientConn {
 	if c.ctx.Request.Header.ContentLength() != -1 {
 		return nil
 	}
 	cc, _ := c.ctx.Conn().(*clientConn)
+	if cc != nil {
+		cc.boundChunked(n)
+	}
 	return cc
 }
 
@@ -313,10 +315,7 @@ func (c *call) readBody(limit int) bool {
 		buf = slices.Grow(buf, cl+1)
 	}
 	r := c.ctx.RequestBodyStream()
-	cc := c.chunkedConn()
-	if cc != nil {
-		cc.boundChunked(chunkSlack)
-	}
+	cc := c.boundChunked(chunkSlack)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]

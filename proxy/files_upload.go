@@ -107,10 +107,7 @@ func (u *upload) checkHeaders() bool {
 	if r == nil {
 		r = bytes.NewReader(req.Body())
 	}
-	u.body = uploadBody{r: r, left: maxUploadBodyBytes + 1, budget: -1, conn: c.chunkedConn()}
-	if u.body.conn != nil {
-		u.body.conn.boundChunked(chunkSlack)
-	}
+	u.body = uploadBody{r: r, left: maxUploadBodyBytes + 1, budget: -1, conn: c.boundChunked(chunkSlack)}
 	u.mr = multipart.NewReader(&u.body, string(boundary))
 	return true
 }
