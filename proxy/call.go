@@ -539,15 +539,12 @@ func (c *call) appendHead(dst []byte, dep *upstream.Deployment, path string, bod
 		query = c.ctx.URI().QueryString()
 	}
 	dst = dep.AppendRequestLine(dst, h.Method(), path, query)
-	versioned := false
-	for name, value := range h.All() {
-		if strippedRequestHeader(name) {
-			continue
-		}
-		if string(name) == "Anthropic-Version" {
-			versioned = true
-		}
-		dst = upstream.AppendHeader(dst, name, value)
+	headers := len(dst)
+	dst, versioned, hopByHop := appendClientHeaders(dst, h, false)
+	if hopByHop {
+		// Rare: the client's Connection header names headers of its own
+		// (upstream.ConnectionOptions). They are written again without those.
+		dst, versioned, _ = appendClientHeaders(dst[:headers], h, true)
 	}
 	dst = dep.AppendCredentials(dst, versioned)
 	dst = upstream.AppendHeader(dst, headerRequestID, c.reqID)
@@ -555,6 +552,41 @@ func (c *call) appendHead(dst []byte, dep *upstream.Deployment, path string, bod
 }
 
 var headerRequestID = []byte("X-Request-Id")
+
+// appendClientHeaders appends the client's headers but the stripped ones,
+// and, when dropNamed is set, those its Connection headers name. It reports
+// whether the client sent an anthropic-version (an empty one is dropped), and whether its Connection
+// header names any headers (see upstream.ConnectionOptions).
+func appendClientHeaders(dst []byte, h *fasthttp.RequestHeader, dropNamed bool) (_ []byte, versioned, hopByHop bool) {
+	for name, value := range h.All() {
+		if strippedRequestHeader(name) {
+			hopByHop = hopByHop || string(name) == "Connection" && upstream.ConnectionOptions(value)
+			continue
+		}
+		if dropNamed && namedByConnection(h, name) {
+			continue
+		}
+		if string(name) == "Anthropic-Version" {
+			if len(value) == 0 {
+				continue // counts as none: the deployment's default goes instead
+			}
+			versioned = true
+		}
+		dst = upstream.AppendHeader(dst, name, value)
+	}
+	return dst, versioned, hopByHop
+}
+
+// namedByConnection reports whether one of the client's Connection headers
+// names the header name, which is then hop-by-hop.
+func namedByConnection(h *fasthttp.RequestHeader, name []byte) bool {
+	for conn, list := range h.All() {
+		if string(conn) == "Connection" && upstream.NamedIn(list, name) {
+			return true
+		}
+	}
+	return false
+}
 
 // forwardQuery reports whether the client's query string goes upstream: on
 // the Responses reads, exactly as encoded; elsewhere it is the gateway's own

@@ -16,16 +16,29 @@ import (
 
 // fasthttpHead is how the upstream request was built before appendHead: a
 // fasthttp.Request given a copy of the client's headers less the stripped
-// ones, the deployment's URL and credentials, the request id and the body,
-// then serialised by fasthttp. fasthttp's one addition of its own, a default
+// ones and those its Connection headers name, the deployment's URL and
+// credentials, the request id and the body, then serialised by fasthttp. fasthttp's one addition of its own, a default
 // Content-Type, is off: the gateway sends the client's or none.
 func fasthttpHead(client *fasthttp.Request, fam family.Family, path string, query []byte, body string) string {
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	client.Header.CopyTo(&req.Header)
+	dropConnectionNamed(&req.Header)
 	req.Header.DisableNormalizing()
 	for _, h := range strippedRequestHeaders {
 		req.Header.DelBytes(h)
+	}
+	// The client's anthropic-versions but empty ones; an alpha deployment's
+	// default when none is left.
+	var versions [][]byte
+	for _, v := range req.Header.PeekAll("Anthropic-Version") {
+		if len(v) > 0 {
+			versions = append(versions, bytes.Clone(v))
+		}
+	}
+	req.Header.Del("Anthropic-Version")
+	for _, v := range versions {
+		req.Header.AddBytesV("Anthropic-Version", v)
 	}
 	req.Header.SetNoDefaultContentType(true)
 	req.URI().SetScheme("http")
@@ -35,7 +48,7 @@ func fasthttpHead(client *fasthttp.Request, fam family.Family, path string, quer
 	switch fam {
 	case family.Alpha:
 		req.Header.Set("X-Api-Key", "deployment")
-		if len(req.Header.Peek("Anthropic-Version")) == 0 {
+		if len(versions) == 0 {
 			req.Header.Set("Anthropic-Version", "2023-06-01")
 		}
 	case family.Beta:
@@ -53,6 +66,30 @@ func fasthttpHead(client *fasthttp.Request, fam family.Family, path string, quer
 	}
 	w.Flush()
 	return out.String()
+}
+
+// dropConnectionNamed deletes from h the headers that its Connection headers
+// name, when they name any but close and keep-alive.
+func dropConnectionNamed(h *fasthttp.RequestHeader) {
+	var named []string
+	for k, v := range h.All() { // PeekAll would hide the others behind a "close"
+		if string(k) != "Connection" {
+			continue
+		}
+		for _, opt := range strings.Split(string(v), ",") {
+			named = append(named, strings.Trim(opt, " \t"))
+		}
+	}
+	if !slices.ContainsFunc(named, func(opt string) bool {
+		return opt != "" && !strings.EqualFold(opt, "close") && !strings.EqualFold(opt, "keep-alive")
+	}) {
+		return
+	}
+	for _, opt := range named {
+		if opt != "" {
+			h.Del(opt)
+		}
+	}
 }
 
 // The head written line by line carries what fasthttp built and serialised
@@ -84,6 +121,9 @@ func TestUpstreamHeadAsFasthttpBuiltIt(t *testing.T) {
 			"GET /v1/responses/resp_1?include[]=x&stream=true HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer k\r\nOpenAI-Beta: x\r\n"},
 		{family.Beta, epResponsesDelete, "/v1/responses/resp_1",
 			"DELETE /v1/responses/resp_1?x=1 HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer k\r\n"},
+		{family.Alpha, epMessages, "/v1/messages",
+			"POST /v1/messages HTTP/1.1\r\nHost: gw\r\nX-Api-Key: k\r\nConnection: keep-alive, x-hop,Anthropic-Version\r\n" +
+				"X-Hop: 1\r\nX-Kept: 2\r\nAnthropic-Version: 2024-01-01\r\nConnection:\tX-Other \r\nX-Other: 3\r\nContent-Type: application/json\r\n"},
 	} {
 		head, body := c.head, ""
 		if strings.HasPrefix(head, "POST") {
@@ -137,6 +177,7 @@ func FuzzUpstreamHead(f *testing.F) {
 	f.Add(byte(0), "Authorization: Bearer k\r\nContent-Type: application/json\r\n")
 	f.Add(byte(1), "x-api-key: k\r\nanthropic-version: 2023-06-01\r\nanthropic-beta: a\r\nanthropic-beta: b\r\nhost: gw\r\n")
 	f.Add(byte(2), "X-Goog-Api-Key: k\r\nTrailer: x\r\nCookie: a=b\r\nX-Custom: 1\r\nAccept: */*\r\nUser-Agent: x\r\n")
+	f.Add(byte(1), "Connection: x-a, anthropic-version\r\nX-A: 1\r\nanthropic-version: 2024-01-01\r\nConnection: close\r\n")
 	f.Add(byte(1), "Anthropic-Version: 2024-01-01\r\nX-Api-Key: a\r\nAuthorization: Bearer b\r\nX-Odd:  spaced value \r\n")
 	f.Fuzz(func(t *testing.T, which byte, headers string) {
 		fam := []family.Family{family.Beta, family.Alpha, family.Gamma}[int(which)%3]

@@ -123,3 +123,51 @@ func serveGateway(tb testing.TB, yaml string, opts Options) string {
 	_, _, ln := listenGateway(tb, cfg, opts)
 	return ln.Addr().String()
 }
+
+// The headers that a Connection header names are hop-by-hop (RFC 9110
+// §7.6.1): the client's never reach the upstream, and the upstream's never
+// reach the client, whatever the case of the names, however the lists are
+// spaced, and over several Connection headers; the others pass.
+func TestConnectionNamedHeadersStop(t *testing.T) {
+	seen := make(chan string, 1)
+	body := `{"id":"x","object":"chat.completion","choices":[]}`
+	up := tcpUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		var req fasthttp.Request
+		req.Header.DisableNormalizing()
+		if err := req.Read(br); err != nil {
+			return
+		}
+		seen <- string(req.Header.Header())
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nconnection: keep-alive, x-up-hop\r\n"+
+			"X-Up-Hop: 1\r\nX-Up-Kept: 2\r\nConnection:\tX-Up-Other ,\r\nx-up-other: 3\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	})
+	addr := gatewayFor(t, up)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := `{"model":"m","messages":[]}`
+	fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\n"+
+		"Content-Type: application/json\r\nConnection: keep-alive, X-Hop\r\nx-hop: 1\r\nX-Kept: 2\r\nConnection: x-other\r\n"+
+		"X-Other: 3\r\nContent-Length: %d\r\n\r\n%s", len(req), req)
+	var resp fasthttp.Response
+	resp.Header.DisableNormalizing()
+	if err := resp.Read(bufio.NewReader(conn)); err != nil {
+		t.Fatal(err)
+	}
+	upHead := strings.ToLower(<-seen)
+	if strings.Contains(upHead, "x-hop") || strings.Contains(upHead, "x-other") || strings.Contains(upHead, "\r\nconnection:") {
+		t.Errorf("headers the client's Connection names reached the upstream:\n%s", upHead)
+	}
+	if !strings.Contains(upHead, "\r\nx-kept: 2\r\n") || !strings.Contains(upHead, "\r\ncontent-type: application/json\r\n") {
+		t.Errorf("the client's other headers did not reach the upstream:\n%s", upHead)
+	}
+	head := strings.ToLower(string(resp.Header.Header()))
+	if strings.Contains(head, "x-up-hop") || strings.Contains(head, "x-up-other") || strings.Contains(head, "x-up") && !strings.Contains(head, "\r\nx-up-kept: 2\r\n") {
+		t.Errorf("headers the upstream's Connection names reached the client, or others did not:\n%s", head)
+	}
+	if string(resp.Body()) != body {
+		t.Errorf("body %q", resp.Body())
+	}
+}

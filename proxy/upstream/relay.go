@@ -136,12 +136,38 @@ func (r *Relay) Begin(out *fasthttp.Response) int {
 	r.judge(status)
 	out.SetStatusCode(status)
 	out.Header.DisableNormalizing() // the provider's header names go out as it sent them
+	hopByHop := false
 	for name, value := range r.resp.Header.All() {
 		if !strippedResponseHeader(name) {
 			out.Header.AddBytesKV(name, value)
+		} else if isConnection(name) && ConnectionOptions(value) {
+			hopByHop = true
 		}
 	}
+	if hopByHop {
+		r.dropConnectionOptions(out)
+	}
 	return status
+}
+
+// dropConnectionOptions removes from out the headers that the upstream's
+// Connection headers name (see ConnectionOptions); Begin added them under the
+// names the upstream sent.
+func (r *Relay) dropConnectionOptions(out *fasthttp.Response) {
+	for conn, list := range r.resp.Header.All() {
+		if !isConnection(conn) {
+			continue
+		}
+		for name := range r.resp.Header.All() {
+			if NamedIn(list, name) {
+				out.Header.DelBytes(name)
+			}
+		}
+	}
+}
+
+func isConnection(name []byte) bool {
+	return len(name) == len("Connection") && strings.EqualFold(b2s(name), "Connection")
 }
 
 // Streamed reports whether the answer's body comes as a stream, to be
