@@ -9,8 +9,8 @@ type Durability uint8
 
 const (
 	// DurabilityProcess acknowledges a write once it has reached the operating system: the
-	// write-ahead log's bytes are in the kernel's page cache, written with write(2) but not
-	// fsynced. It survives the death of the gateway process (kill -9, a panic, the OOM
+	// write-ahead log's bytes are in the kernel's page cache, copied into the file's shared
+	// memory map (see mappedLog) but not fsynced. It survives the death of the gateway process (kill -9, a panic, the OOM
 	// killer), since the kernel writes those pages back on its own. It does not survive a
 	// crash of the machine or a power loss: those may lose the writes the kernel had not yet
 	// written back (on Linux, up to about the last 30 seconds), and the store still opens whole,
@@ -48,8 +48,9 @@ func ParseDurability(s string) (Durability, bool) {
 const walCategory vfs.DiskWriteCategory = "pebble-wal"
 
 // unsyncedWALFS is the file system of DurabilityProcess. Pebble writes a synced commit to its
-// log file with write(2) and then syncs it; on the log files that this FS creates the sync is
-// skipped, so a commit is acknowledged as soon as its bytes are in the kernel. A plain NoSync
+// log file and then syncs it; the log files that this FS creates are written through a shared
+// memory map (mappedLog), and their sync is skipped, so a commit is acknowledged as soon as
+// its bytes are in the kernel. A plain NoSync
 // commit would not do: Pebble keeps such a record in a buffer of the process until a block
 // of the log fills or another commit asks for a sync, and kill -9 loses that buffer.
 //
@@ -74,7 +75,15 @@ func unsyncedIfWAL(f vfs.File, err error, category vfs.DiskWriteCategory) (vfs.F
 	if err != nil || category != walCategory {
 		return f, err
 	}
-	return unsyncedFile{f}, nil
+	m, err := newMappedLog(f)
+	switch {
+	case err != nil:
+		f.Close()
+		return nil, err
+	case m != nil:
+		return m, nil
+	}
+	return unsyncedFile{f}, nil // a file system without descriptors, such as the tests' in memory
 }
 
 // unsyncedFile is a write-ahead log whose syncs are skipped until it is closed.
