@@ -22,11 +22,11 @@ const mapChunk = 4 << 20
 // ticks every 20 µs for a while: together about a tenth of a Responses create's CPU (see
 // docs/performance.md).
 //
-// The file is grown a chunk at a time, so until it is closed it ends in zeros after the last
-// record. Pebble reads such a tail as the unclean end of a log, which it accepts of the
-// newest log only; it closes a log before it creates the next one (DB.rotateWAL), and Close
-// cuts the file to what was written. A write into the map that faults blocks its thread,
-// as a write(2) would, for a page of the page cache.
+// The file is grown a chunk at a time, its blocks allocated (see grow), so until it is closed
+// it ends in zeros after the last record. Pebble reads such a tail as the unclean end of a
+// log, which it accepts of the newest log only; it closes a log before it creates the next
+// one (DB.rotateWAL), and Close cuts the file to what was written. A write into the map that
+// faults blocks its thread, as a write(2) would, for a page of the page cache.
 type mappedLog struct {
 	vfs.File
 	fd     int
@@ -67,11 +67,17 @@ func (l *mappedLog) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// grow maps the next chunk, extending the file to cover it.
+// grow maps the next chunk, extending the file to cover it. The chunk's blocks are allocated
+// here, so that a full disk fails this write with an error, as write(2) would: a store into
+// a mapped page that the file system cannot back kills the process with SIGBUS.
 func (l *mappedLog) grow() error {
 	start := int64(len(l.chunks)) * mapChunk
 	if end := start + mapChunk; l.size < end {
-		if err := syscall.Ftruncate(l.fd, end); err != nil {
+		err := syscall.Fallocate(l.fd, 0, l.size, end-l.size)
+		if err == syscall.EOPNOTSUPP {
+			err = syscall.Ftruncate(l.fd, end) // a file system without fallocate
+		}
+		if err != nil {
 			return fmt.Errorf("cannot grow log: %w", err)
 		}
 		l.size = end

@@ -2,10 +2,12 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -107,5 +109,29 @@ func TestMappedLogsReopen(t *testing.T) {
 		if len(b) >= mapChunk || bytes.HasSuffix(b, make([]byte, 64)) {
 			t.Errorf("log %s ends in zeros (%d bytes)", filepath.Base(name), len(b))
 		}
+	}
+}
+
+// A disk that fills up fails the log's write with an error, as write(2) would, and does not
+// kill the process: a store into a mapped page that the file system cannot back raises
+// SIGBUS, so the map's blocks are allocated before it is written. It needs a small file
+// system of its own, which only root can mount; elsewhere it is skipped.
+func TestMappedLogFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=6m"); err != nil {
+		t.Skipf("cannot mount a small file system: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, 0) })
+	l := mappedFile(t, func(fs vfs.FS) (vfs.File, error) { return fs.Create(filepath.Join(dir, "000001.log"), walCategory) })
+	p := bytes.Repeat([]byte{1}, 1<<20)
+	var err error
+	for i := 0; i < 8 && err == nil; i++ {
+		_, err = l.Write(p)
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("writing 8 MiB to a 6 MiB file system: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
