@@ -22,7 +22,7 @@ const mapChunk = 4 << 20
 // ticks every 20 µs for a while: together about a tenth of a Responses create's CPU (see
 // docs/performance.md).
 //
-// The file is grown a chunk at a time, its blocks allocated (see grow), so until it is closed
+// The file is grown a chunk at a time, its blocks allocated (see reserve), so until it is closed
 // it ends in zeros after the last record. Pebble reads such a tail as the unclean end of a
 // log, which it accepts of the newest log only; it closes a log before it creates the next
 // one (DB.rotateWAL), and Close cuts the file to what was written. A write into the map that
@@ -30,7 +30,7 @@ const mapChunk = 4 << 20
 type mappedLog struct {
 	vfs.File
 	fd     int
-	chunks [][]byte // the maps, mapChunk bytes each, in file order
+	chunks [][]byte // the maps, mapChunk bytes each, by their place in the file; nil where unmapped
 	off    int64    // bytes written
 	size   int64    // the file's size
 }
@@ -50,13 +50,26 @@ func newMappedLog(f vfs.File) (*mappedLog, error) {
 	return &mappedLog{File: f, fd: int(fd), size: st.Size()}, nil
 }
 
-// Write copies p into the map, growing the file and the map as needed.
+// mapWriteMax is the largest write copied into the map; a larger one, such as a file's
+// chunk, goes through pwrite(2). On this project's virtual machines a page of the map costs
+// a few microseconds at its first store, besides the copy: nothing against a system call
+// for a record of a few hundred bytes, several times the kernel's own copy for an upload's
+// megabytes (see docs/performance.md).
+const mapWriteMax = 16 << 10
+
+// Write copies p into the map, or writes it with pwrite(2) when it is large.
 func (l *mappedLog) Write(p []byte) (int, error) {
+	if len(p) > mapWriteMax {
+		return l.pwrite(p)
+	}
 	n := 0
 	for n < len(p) {
 		i, at := int(l.off/mapChunk), int(l.off%mapChunk)
-		if i == len(l.chunks) {
-			if err := l.grow(); err != nil {
+		for i >= len(l.chunks) {
+			l.chunks = append(l.chunks, nil)
+		}
+		if l.chunks[i] == nil {
+			if err := l.mapAt(i); err != nil {
 				return n, err
 			}
 		}
@@ -67,20 +80,50 @@ func (l *mappedLog) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// grow maps the next chunk, extending the file to cover it. The chunk's blocks are allocated
-// here, so that a full disk fails this write with an error, as write(2) would: a store into
-// a mapped page that the file system cannot back kills the process with SIGBUS.
-func (l *mappedLog) grow() error {
-	start := int64(len(l.chunks)) * mapChunk
-	if end := start + mapChunk; l.size < end {
-		err := syscall.Fallocate(l.fd, 0, l.size, end-l.size)
-		if err == syscall.EOPNOTSUPP {
-			err = syscall.Ftruncate(l.fd, end) // a file system without fallocate
+// pwrite writes p at the log's end with pwrite(2).
+func (l *mappedLog) pwrite(p []byte) (int, error) {
+	if err := l.reserve(l.off + int64(len(p))); err != nil {
+		return 0, err
+	}
+	n := 0
+	for n < len(p) {
+		c, err := syscall.Pwrite(l.fd, p[n:], l.off)
+		if err == syscall.EINTR {
+			continue
 		}
 		if err != nil {
-			return fmt.Errorf("cannot grow log: %w", err)
+			return n, fmt.Errorf("cannot write log: %w", err)
 		}
-		l.size = end
+		n += c
+		l.off += int64(c)
+	}
+	return n, nil
+}
+
+// reserve extends the file to the chunk that holds its byte end-1. The blocks are allocated
+// here, so that a full disk fails the write with an error, as write(2) would: a store into a
+// mapped page that the file system cannot back kills the process with SIGBUS.
+func (l *mappedLog) reserve(end int64) error {
+	end = (end + mapChunk - 1) / mapChunk * mapChunk
+	if l.size >= end {
+		return nil
+	}
+	err := syscall.Fallocate(l.fd, 0, l.size, end-l.size)
+	if err == syscall.EOPNOTSUPP {
+		err = syscall.Ftruncate(l.fd, end) // a file system without fallocate
+	}
+	if err != nil {
+		return fmt.Errorf("cannot grow log: %w", err)
+	}
+	l.size = end
+	return nil
+}
+
+// mapAt maps chunk i of the file, extending the file to cover it.
+func (l *mappedLog) mapAt(i int) error {
+	start := int64(i) * mapChunk
+	if err := l.reserve(start + mapChunk); err != nil {
+		return err
 	}
 	m, err := syscall.Mmap(l.fd, start, mapChunk, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
@@ -89,7 +132,7 @@ func (l *mappedLog) grow() error {
 	// One system call makes every page of the chunk writable, rather than a fault at each
 	// page's first write; kernels before 5.14 refuse it, and the writes fault as before.
 	_ = syscall.Madvise(m, madvPopulateWrite)
-	l.chunks = append(l.chunks, m)
+	l.chunks[i] = m
 	return nil
 }
 
@@ -111,7 +154,9 @@ func (l *mappedLog) SyncTo(int64) (bool, error) { return false, nil }
 func (l *mappedLog) Close() error {
 	var err error
 	for _, m := range l.chunks {
-		err = errors.Join(err, syscall.Munmap(m))
+		if m != nil {
+			err = errors.Join(err, syscall.Munmap(m))
+		}
 	}
 	l.chunks = nil
 	if err == nil && l.size != l.off {

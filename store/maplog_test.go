@@ -122,16 +122,20 @@ func TestMappedLogFullDisk(t *testing.T) {
 		t.Skipf("cannot mount a small file system: %v", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(dir, 0) })
-	l := mappedFile(t, func(fs vfs.FS) (vfs.File, error) { return fs.Create(filepath.Join(dir, "000001.log"), walCategory) })
-	p := bytes.Repeat([]byte{1}, 1<<20)
-	var err error
-	for i := 0; i < 8 && err == nil; i++ {
-		_, err = l.Write(p)
-	}
-	if !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("writing 8 MiB to a 6 MiB file system: %v", err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
+	for _, size := range []int{4 << 10, 1 << 20} { // copied into the map, and written
+		name := filepath.Join(dir, fmt.Sprintf("%d.log", size))
+		l := mappedFile(t, func(fs vfs.FS) (vfs.File, error) { return fs.Create(name, walCategory) })
+		p := bytes.Repeat([]byte{1}, size)
+		var err error
+		for i := 0; i < 8<<20/size && err == nil; i++ {
+			_, err = l.Write(p)
+		}
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("writing 8 MiB to a 6 MiB file system in writes of %d bytes: %v", size, err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(name)
 	}
 }
