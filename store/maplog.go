@@ -33,7 +33,14 @@ type mappedLog struct {
 	chunks [][]byte // the maps, mapChunk bytes each, by their place in the file; nil where unmapped
 	off    int64    // bytes written
 	size   int64    // the file's size
+	// unmappable: the file system refused a map; every write goes through pwrite(2).
+	unmappable bool
 }
+
+var errUnmappable = errors.New("the log cannot be mapped")
+
+// mmap is syscall.Mmap; tests replace it with one that fails.
+var mmap = syscall.Mmap
 
 // newMappedLog maps the log f when its file has a descriptor, else returns nil.
 func newMappedLog(f vfs.File) (*mappedLog, error) {
@@ -59,7 +66,7 @@ const mapWriteMax = 16 << 10
 
 // Write copies p into the map, or writes it with pwrite(2) when it is large.
 func (l *mappedLog) Write(p []byte) (int, error) {
-	if len(p) > mapWriteMax {
+	if len(p) > mapWriteMax || l.unmappable {
 		return l.pwrite(p)
 	}
 	n := 0
@@ -69,7 +76,10 @@ func (l *mappedLog) Write(p []byte) (int, error) {
 			l.chunks = append(l.chunks, nil)
 		}
 		if l.chunks[i] == nil {
-			if err := l.mapAt(i); err != nil {
+			if err := l.mapAt(i); errors.Is(err, errUnmappable) {
+				c, err := l.pwrite(p[n:])
+				return n + c, err
+			} else if err != nil {
 				return n, err
 			}
 		}
@@ -125,9 +135,12 @@ func (l *mappedLog) mapAt(i int) error {
 	if err := l.reserve(start + mapChunk); err != nil {
 		return err
 	}
-	m, err := syscall.Mmap(l.fd, start, mapChunk, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	m, err := mmap(l.fd, start, mapChunk, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
-		return fmt.Errorf("cannot map log: %w", err)
+		// A file system that cannot map files shared (some FUSE ones): the log is
+		// written with pwrite(2) from here on.
+		l.unmappable = true
+		return fmt.Errorf("%w: %w", errUnmappable, err)
 	}
 	// One system call makes every page of the chunk writable, rather than a fault at each
 	// page's first write; kernels before 5.14 refuse it, and the writes fault as before.

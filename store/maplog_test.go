@@ -139,3 +139,25 @@ func TestMappedLogFullDisk(t *testing.T) {
 		os.Remove(name)
 	}
 }
+
+// A file system that refuses to map the log leaves it written with pwrite(2), whole.
+func TestMappedLogUnmappable(t *testing.T) {
+	defer func(m func(int, int64, int, int, int) ([]byte, error)) { mmap = m }(mmap)
+	mmap = func(int, int64, int, int, int) ([]byte, error) { return nil, syscall.ENODEV }
+	name := filepath.Join(t.TempDir(), "000001.log")
+	l := mappedFile(t, func(fs vfs.FS) (vfs.File, error) { return fs.Create(name, walCategory) })
+	var want []byte
+	for i := range 300 {
+		p := bytes.Repeat([]byte{byte(i)}, 1+i*7919%(20<<10))
+		if n, err := l.Write(p); err != nil || n != len(p) {
+			t.Fatalf("write %d: %d, %v", i, n, err)
+		}
+		want = append(want, p...)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(name); !bytes.Equal(got, want) {
+		t.Fatalf("the log holds %d bytes, %d written", len(got), len(want))
+	}
+}
