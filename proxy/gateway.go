@@ -17,6 +17,7 @@ import (
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/ratelimit"
+	"github.com/modelgate/gateway/proxy/upstream"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -127,12 +128,24 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 		g.refuseHead(ctx, e)
 		return
 	}
+	if closeRequested(&ctx.Request.Header) {
+		ctx.SetConnectionClose()
+	}
 	if id, ep, ok := responsesIDRoute(ctx); ok {
 		defer g.recoverPanic(ctx)
 		g.responsesOwned(ctx, ep, id)
 		return
 	}
 	g.router.Handler(ctx)
+}
+
+// closeRequested reports whether the client's Connection header lists close
+// among other options, as in "close, te": the connection must then close
+// after the answer (RFC 9112 section 9.6), which fasthttp does only for a
+// header that is "close" and nothing else.
+func closeRequested(h *fasthttp.RequestHeader) bool {
+	v := h.Peek(fasthttp.HeaderConnection)
+	return len(v) > len("close") && upstream.NamedIn(v, []byte("close"))
 }
 
 // recoverPanic answers a panicking handler as the router's PanicHandler does.

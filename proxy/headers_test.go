@@ -171,3 +171,40 @@ func TestConnectionNamedHeadersStop(t *testing.T) {
 		t.Errorf("body %q", resp.Body())
 	}
 }
+
+// A client whose Connection header lists close among other options gets its
+// answer with Connection: close, and the connection closes after it; one that
+// lists only keep-alive keeps it.
+func TestConnectionCloseInAList(t *testing.T) {
+	addr := rawUpstreamGateway(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"id":"x","object":"chat.completion","choices":[]}`)
+	})
+	for _, c := range []struct {
+		conn   string
+		closes bool
+	}{{"keep-alive, close", true}, {"TE,Close", true}, {"close", true}, {"keep-alive", false}, {"x-close", false}} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(30 * time.Second))
+		req := `{"model":"m","messages":[]}`
+		fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\n"+
+			"Content-Type: application/json\r\nConnection: %s\r\nContent-Length: %d\r\n\r\n%s", c.conn, len(req), req)
+		br := bufio.NewReader(conn)
+		var resp fasthttp.Response
+		if err := resp.Read(br); err != nil {
+			t.Fatalf("Connection: %s: %v", c.conn, err)
+		}
+		if resp.StatusCode() != 200 || resp.ConnectionClose() != c.closes {
+			t.Errorf("Connection: %s: status %d, close %v", c.conn, resp.StatusCode(), resp.ConnectionClose())
+		}
+		if c.closes {
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("Connection: %s: the connection stayed open (%v)", c.conn, err)
+			}
+		}
+		conn.Close()
+	}
+}
