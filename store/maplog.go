@@ -58,10 +58,10 @@ func newMappedLog(f vfs.File) (*mappedLog, error) {
 }
 
 // mapWriteMax is the largest write copied into the map; a larger one, such as a file's
-// chunk, goes through pwrite(2). On this project's virtual machines a page of the map costs
-// a few microseconds at its first store, besides the copy: nothing against a system call
-// for a record of a few hundred bytes, several times the kernel's own copy for an upload's
-// megabytes (see docs/performance.md).
+// chunk, goes through pwrite(2). On the virtual machine where this was measured, a page of
+// the map costs a few microseconds at its first store, besides the copy: little against a
+// system call for a record of a few hundred bytes, several times the kernel's own copy for an
+// upload's megabytes (see docs/performance.md).
 const mapWriteMax = 16 << 10
 
 // Write copies p into the map, or writes it with pwrite(2) when it is large.
