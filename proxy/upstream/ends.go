@@ -17,9 +17,51 @@ type eventHeads struct {
 	lines       parse.Splitter
 	cur, last   [40]byte
 	curN, lastN int
+	cr          bool // the stream has had a '\r': all its bytes go through lines
 }
 
+// feed follows the next chunk of the stream. Whole lines that end in '\n'
+// alone, as most streams' are, are taken an event at a time (feedLines); the
+// rest, and every line of a stream that has used '\r', go through the line
+// splitter, whose state between chunks is only whether a line is open.
 func (h *eventHeads) feed(p []byte) {
+	h.cr = h.cr || bytes.IndexByte(p, '\r') >= 0
+	if !h.cr && !h.lines.InLine() {
+		if end := bytes.LastIndexByte(p, '\n') + 1; end > 0 {
+			h.feedLines(p[:end])
+			p = p[end:]
+		}
+	}
+	h.splitFeed(p)
+}
+
+// feedLines takes p, whole lines that end in '\n' alone, from the start of a
+// line: as the splitter would, but once an event's head is full it skips to
+// the event's end in one search instead of line by line.
+func (h *eventHeads) feedLines(p []byte) {
+	for len(p) > 0 {
+		switch {
+		case p[0] == '\n': // a blank line ends the event
+			if h.curN > 0 {
+				h.last, h.lastN, h.curN = h.cur, h.curN, 0
+			}
+			p = p[1:]
+		case h.curN < len(h.cur): // a line of the event's head, with its line end
+			line := bytes.IndexByte(p, '\n') + 1
+			h.curN += copy(h.cur[h.curN:], p[:line])
+			p = p[line:]
+		default: // the rest of the event: up to the blank line that ends it
+			end := bytes.Index(p, []byte("\n\n"))
+			if end < 0 {
+				return
+			}
+			p = p[end+1:]
+		}
+	}
+}
+
+// splitFeed follows p through the line splitter.
+func (h *eventHeads) splitFeed(p []byte) {
 	h.lines.Feed(p)
 	for {
 		piece, end, ok := h.lines.Next()
