@@ -28,20 +28,28 @@ func mappedFile(t *testing.T, create func(fs vfs.FS) (vfs.File, error)) *mappedL
 	return m
 }
 
+// writePieces writes at least total bytes to l, in writes of 1 to maxWrite
+// bytes (some copied into the map, some not), and returns what it wrote.
+func writePieces(t *testing.T, l *mappedLog, total, maxWrite int) []byte {
+	t.Helper()
+	var want []byte
+	for i := 0; len(want) < total; i++ {
+		p := bytes.Repeat([]byte{byte(i)}, 1+i*7919%maxWrite)
+		if n, err := l.Write(p); err != nil || n != len(p) {
+			t.Fatalf("write %d: %d, %v", i, n, err)
+		}
+		want = append(want, p...)
+	}
+	return want
+}
+
 // Writes of any size, across the map's chunks, are in the file as written: visible to
 // another reader of the file before any sync or close (so in the kernel, where the death
 // of the process cannot take them), and the file ends where they end once closed.
 func TestMappedLogWrites(t *testing.T) {
 	name := filepath.Join(t.TempDir(), "000001.log")
 	l := mappedFile(t, func(fs vfs.FS) (vfs.File, error) { return fs.Create(name, walCategory) })
-	var want []byte
-	for i := 0; len(want) < 2*mapChunk+mapChunk/2; i++ {
-		p := bytes.Repeat([]byte{byte(i)}, 1+i*7919%(100<<10))
-		if n, err := l.Write(p); err != nil || n != len(p) {
-			t.Fatalf("write %d: %d, %v", i, n, err)
-		}
-		want = append(want, p...)
-	}
+	want := writePieces(t, l, 2*mapChunk+mapChunk/2, 100<<10)
 	got, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
@@ -146,14 +154,7 @@ func TestMappedLogUnmappable(t *testing.T) {
 	mmap = func(int, int64, int, int, int) ([]byte, error) { return nil, syscall.ENODEV }
 	name := filepath.Join(t.TempDir(), "000001.log")
 	l := mappedFile(t, func(fs vfs.FS) (vfs.File, error) { return fs.Create(name, walCategory) })
-	var want []byte
-	for i := range 300 {
-		p := bytes.Repeat([]byte{byte(i)}, 1+i*7919%(20<<10))
-		if n, err := l.Write(p); err != nil || n != len(p) {
-			t.Fatalf("write %d: %d, %v", i, n, err)
-		}
-		want = append(want, p...)
-	}
+	want := writePieces(t, l, 3<<20, 20<<10)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
