@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fastjson"
@@ -99,17 +100,113 @@ func familyOf(ctx *fasthttp.RequestCtx) family {
 	return famBeta
 }
 
-// startAnswer sets the headers every answer of the family carries.
+// startAnswer sets the headers every answer of the family carries: its
+// request id and the rest of what the provider's answers carry (see
+// providerHeaders), so that a proxy in front parses and relays a head of the
+// size it would in production.
 func (s *Server) startAnswer(ctx *fasthttp.RequestCtx, fam family) {
 	h := &ctx.Response.Header
 	h.Set("x-sim-deployment", s.o.Name)
 	var buf [64]byte
+	var id []byte
 	switch fam {
 	case famAlpha:
-		h.SetBytesV("request-id", s.ids.appendHex(buf[:0], "req_", 24))
+		id = s.ids.appendHex(buf[:0], "req_", 24)
+		h.SetBytesV("request-id", id)
 	case famBeta:
-		h.SetBytesV("x-request-id", s.ids.appendHex(buf[:0], "req_", 32))
+		id = s.ids.appendHex(buf[:0], "req_", 32)
+		h.SetBytesV("x-request-id", id)
 	}
+	for _, kv := range providerHeaders[fam] {
+		h.Add(kv[0], kv[1])
+	}
+	switch fam {
+	case famAlpha:
+		reset := s.resetStamp()
+		for _, k := range alphaResetHeaders {
+			h.Add(k, reset)
+		}
+	case famGamma:
+		return
+	}
+	// Cloudflare's ray id, taken from the request id so that the golden
+	// transcripts' ids stay as they were.
+	ray := append(buf[len(id):len(id)], id[len(id)-16:]...)
+	h.AddBytesV("cf-ray", append(ray, "-SJC"...))
+}
+
+// providerHeaders are the headers, besides the request id, framing, Date and
+// Server, that each family's provider sends with every answer (read from
+// their answers in 2025: OpenAI's organisation, version, processing time and
+// rate limits; Anthropic's rate limits and organisation; Gemini's Google
+// front-end headers). The values are fixed: what a proxy pays for is their
+// number and size.
+var providerHeaders = [famGamma + 1][][2]string{
+	famBeta: {
+		{"access-control-expose-headers", "X-Request-ID"},
+		{"openai-organization", "user-simulated0000000000000"},
+		{"openai-processing-ms", "312"},
+		{"openai-project", "proj_simulated00000000000000"},
+		{"openai-version", "2020-10-01"},
+		{"x-envoy-upstream-service-time", "318"},
+		{"x-ratelimit-limit-requests", "10000"},
+		{"x-ratelimit-limit-tokens", "30000000"},
+		{"x-ratelimit-remaining-requests", "9999"},
+		{"x-ratelimit-remaining-tokens", "29999977"},
+		{"x-ratelimit-reset-requests", "6ms"},
+		{"x-ratelimit-reset-tokens", "0s"},
+		{"strict-transport-security", "max-age=31536000; includeSubDomains; preload"},
+		{"cf-cache-status", "DYNAMIC"},
+		{"x-content-type-options", "nosniff"},
+		{"alt-svc", `h3=":443"; ma=86400`},
+	},
+	famAlpha: {
+		{"anthropic-ratelimit-requests-limit", "4000"},
+		{"anthropic-ratelimit-requests-remaining", "3999"},
+		{"anthropic-ratelimit-input-tokens-limit", "2000000"},
+		{"anthropic-ratelimit-input-tokens-remaining", "1999000"},
+		{"anthropic-ratelimit-output-tokens-limit", "400000"},
+		{"anthropic-ratelimit-output-tokens-remaining", "400000"},
+		{"anthropic-ratelimit-tokens-limit", "2400000"},
+		{"anthropic-ratelimit-tokens-remaining", "2399000"},
+		{"anthropic-organization-id", "5b7a5b6e-7c1d-4a4e-9a43-0c2f6e1d3a55"},
+		{"strict-transport-security", "max-age=31536000; includeSubDomains; preload"},
+		{"via", "1.1 google"},
+		{"cf-cache-status", "DYNAMIC"},
+		{"x-robots-tag", "none"},
+	},
+	famGamma: {
+		{"vary", "Origin, X-Origin, Referer"},
+		{"server-timing", "gfet4t7; dur=412"},
+		{"x-xss-protection", "0"},
+		{"x-frame-options", "SAMEORIGIN"},
+		{"x-content-type-options", "nosniff"},
+		{"alt-svc", `h3=":443"; ma=2592000,h3-29=":443"; ma=2592000`},
+	},
+}
+
+// alphaResetHeaders carry when each of Anthropic's limits is next full, as
+// an RFC 3339 time.
+var alphaResetHeaders = [...]string{
+	"anthropic-ratelimit-requests-reset", "anthropic-ratelimit-input-tokens-reset",
+	"anthropic-ratelimit-output-tokens-reset", "anthropic-ratelimit-tokens-reset",
+}
+
+// resetStamp returns the next second as RFC 3339, formatted once a second.
+func (s *Server) resetStamp() string {
+	sec := s.now().Unix() + 1
+	if st := s.stamp.Load(); st != nil && st.sec == sec {
+		return st.text
+	}
+	st := &stamp{sec: sec, text: time.Unix(sec, 0).UTC().Format(time.RFC3339)}
+	s.stamp.Store(st)
+	return st.text
+}
+
+// stamp is a formatted second.
+type stamp struct {
+	sec  int64
+	text string
 }
 
 // record keeps a copy of the request.

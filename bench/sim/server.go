@@ -98,6 +98,7 @@ type Server struct {
 	now   func() time.Time
 	text  string // the answer text of every plain answer and stream
 	fault atomic.Pointer[armedFault]
+	stamp atomic.Pointer[stamp] // see resetStamp
 	srv   *fasthttp.Server
 
 	recMu   sync.Mutex
