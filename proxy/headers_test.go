@@ -208,3 +208,25 @@ func TestConnectionCloseInAList(t *testing.T) {
 		conn.Close()
 	}
 }
+
+// An answer without a Content-Type reaches the client without one: the
+// gateway does not put fasthttp's default (text/plain) in the upstream's
+// mouth.
+func TestNoContentTypeInvented(t *testing.T) {
+	addr := gatewayFor(t, rawTCPUpstream(t, func(c net.Conn, _ *bufio.Reader) {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nx-up: 1\r\n\r\n{}")
+	}))
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	body := `{"model":"m","messages":[]}`
+	fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+	raw, _ := io.ReadAll(conn)
+	head := strings.ToLower(string(raw[:max(strings.Index(string(raw), "\r\n\r\n"), 0)]))
+	if !strings.Contains(head, "\r\nx-up: 1") || strings.Contains(head, "content-type") {
+		t.Fatalf("client head:\n%s", raw)
+	}
+}

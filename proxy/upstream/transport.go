@@ -115,6 +115,7 @@ func writeRequest(hc *fasthttp.HostClient, c net.Conn, r *Request) error {
 func readHead(br *bufio.Reader, headOnly bool, resp *fasthttp.Response) (bool, error) {
 	for range maxInterim + 1 {
 		resp.Header.DisableNormalizing() // the provider's names go out as it sent them
+		resp.Header.SetNoDefaultContentType(true) // and no Content-Type it did not send
 		if err := resp.Header.Read(br); err != nil {
 			return false, err
 		}
