@@ -131,6 +131,12 @@ func (r *Relay) Send(dep *Deployment, req *Request, stream bool) error {
 // Begin records the answer in the deployment's health and copies its status
 // and headers to out, but for the upstream's hop-by-hop headers and those the
 // gateway sets itself. It returns the status.
+//
+// The headers are added one by one, in the upstream's order. fasthttp's
+// CopyTo would copy them in a third of the time, but what is stripped would
+// then have to be deleted from the copy, and fasthttp deletes a header by
+// moving the last one into its place: the order of the rest, that of
+// repeated headers among them, would not be the upstream's.
 func (r *Relay) Begin(out *fasthttp.Response) int {
 	status := r.resp.StatusCode()
 	r.judge(status)
@@ -230,9 +236,22 @@ var strippedResponseHeaders = [...]string{
 	"Server", "Date", "X-Request-Id", "Request-Id", "Content-Length",
 }
 
+// strippedResponseByLen lists strippedResponseHeaders by their length: most
+// of a provider's headers are longer than any of them, and are passed by one
+// look.
+var strippedResponseByLen = func() (t [len("Transfer-Encoding") + 1][]string) {
+	for _, h := range strippedResponseHeaders {
+		t[len(h)] = append(t[len(h)], h)
+	}
+	return t
+}()
+
 func strippedResponseHeader(name []byte) bool {
-	for _, s := range strippedResponseHeaders {
-		if len(s) == len(name) && strings.EqualFold(s, b2s(name)) {
+	if len(name) >= len(strippedResponseByLen) {
+		return false
+	}
+	for _, s := range strippedResponseByLen[len(name)] {
+		if strings.EqualFold(s, b2s(name)) {
 			return true
 		}
 	}
