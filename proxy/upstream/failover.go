@@ -2,8 +2,8 @@ package upstream
 
 import (
 	"errors"
-
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -95,12 +95,24 @@ func (r *Relay) Discard() {
 func (r *Relay) judge(status int) {
 	switch {
 	case status == 429 || status == 529:
-		r.dep.ExcludeFor(retryAfter(r.resp.Header.Peek("Retry-After"), time.Now(), r.dep.cooldown))
+		r.dep.ExcludeFor(retryAfter(r.answerHeader("Retry-After"), time.Now(), r.dep.cooldown))
 	case FailureStatus(status):
 		r.dep.Failed(StatusError(status))
 	default:
 		r.dep.Succeeded()
 	}
+}
+
+// answerHeader returns the value of the answer's header name, in whatever
+// case the upstream named it: the answer's names are kept as sent (see
+// readHead), so fasthttp's Peek would find only the case it is given.
+func (r *Relay) answerHeader(name string) []byte {
+	for k, v := range r.resp.Header.All() {
+		if len(k) == len(name) && strings.EqualFold(b2s(k), name) {
+			return v
+		}
+	}
+	return nil
 }
 
 // retryAfter reads a retry-after value, delay-seconds or an HTTP date, as a

@@ -1,8 +1,12 @@
 package upstream
 
 import (
+	"bufio"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelgate/gateway/proxy/config"
 )
 
 func TestRetryAfter(t *testing.T) {
@@ -61,5 +65,24 @@ func TestBudget(t *testing.T) {
 	}
 	if !b.Allows(now+10, 20, 1) {
 		t.Fatal("the old seconds still count")
+	}
+}
+
+// A 429's retry-after counts in whatever case the upstream names it: the
+// deployment is excluded for its 7 s, not for the hour of its cooldown.
+func TestRetryAfterAnyCase(t *testing.T) {
+	for _, name := range []string{"Retry-After", "retry-after", "RETRY-AFTER"} {
+		var r Relay
+		r.dep = New(config.Upstream{Name: "d", Family: "beta", BaseURL: "http://127.0.0.1:1/v1", APIKey: "k", MaxConns: 1},
+			config.Timeouts{}, config.Health{Cooldown: config.Duration(time.Hour)}, config.Limits{})
+		head := "HTTP/1.1 429 Too Many Requests\r\n" + name + ": 7\r\nContent-Length: 0\r\n\r\n"
+		if _, err := readHead(bufio.NewReader(strings.NewReader(head)), false, &r.resp); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		r.judge(429)
+		if until := r.dep.ExcludedUntil(now.UnixNano()); until.Before(now.Add(6*time.Second)) || until.After(now.Add(time.Minute)) {
+			t.Errorf("%s: 7: excluded until %v from %v", name, until, now)
+		}
 	}
 }
