@@ -106,6 +106,7 @@ func familyOf(ctx *fasthttp.RequestCtx) family {
 // size it would in production.
 func (s *Server) startAnswer(ctx *fasthttp.RequestCtx, fam family) {
 	h := &ctx.Response.Header
+	h.DisableNormalizing() // lower-case names, as the providers' front ends send them over HTTP/1.1
 	h.Set("x-sim-deployment", s.o.Name)
 	var buf [64]byte
 	var id []byte
