@@ -230,3 +230,27 @@ func TestNoContentTypeInvented(t *testing.T) {
 		t.Fatalf("client head:\n%s", raw)
 	}
 }
+
+// An event stream is known by its media type in any case: a stream whose
+// Content-Type is "Text/Event-Stream" and that ends before its final event
+// gets the family's error frame, as a lower-case one does.
+func TestEventStreamTypeAnyCase(t *testing.T) {
+	for _, ct := range []string{"text/event-stream", "Text/Event-Stream; Charset=UTF-8"} {
+		addr := gatewayFor(t, rawTCPUpstream(t, func(c net.Conn, _ *bufio.Reader) {
+			event := "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n"
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", ct, len(event), event)
+		}))
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(30 * time.Second))
+		body := `{"model":"m","stream":true,"messages":[]}`
+		fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+		raw, _ := io.ReadAll(conn)
+		conn.Close()
+		if !strings.Contains(string(raw), "before its final event") {
+			t.Errorf("Content-Type %s: a cut stream ends without the error frame:\n%s", ct, raw)
+		}
+	}
+}

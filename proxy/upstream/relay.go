@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"strings"
@@ -204,8 +203,11 @@ func (r *Relay) Stream(out *fasthttp.Response, fam family.Family, responses bool
 }
 
 // isEventStream reports whether an answer with header h is an SSE stream.
+// A media type is named in any case (RFC 9110 section 8.3.1).
 func isEventStream(h *fasthttp.ResponseHeader) bool {
-	return bytes.HasPrefix(h.ContentType(), []byte("text/event-stream"))
+	const sse = "text/event-stream"
+	ct := h.ContentType()
+	return len(ct) >= len(sse) && strings.EqualFold(b2s(ct[:len(sse)]), sse)
 }
 
 // Streaming reports whether a streamed answer is being relayed.
