@@ -93,7 +93,7 @@ func (u *upload) release() {
 func (u *upload) checkHeaders() bool {
 	c := u.c
 	req := &c.ctx.Request
-	boundary := req.Header.MultipartFormBoundary()
+	boundary := uploadBoundary(&req.Header)
 	if len(boundary) == 0 {
 		c.fail(&Error{Status: 400, Reason: "not_multipart",
 			Message: "the upload must be a multipart/form-data body with a file field"})
@@ -110,6 +110,21 @@ func (u *upload) checkHeaders() bool {
 	u.body = uploadBody{r: r, left: maxUploadBodyBytes + 1, budget: -1, conn: c.boundChunked(chunkSlack)}
 	u.mr = multipart.NewReader(&u.body, string(boundary))
 	return true
+}
+
+// uploadBoundary returns the multipart boundary of a request's Content-Type.
+// fasthttp's reader knows only the lower-case form that clients send; a
+// media type and its parameters' names are case-insensitive, and a value
+// may be quoted, so what it does not read is read by package mime.
+func uploadBoundary(h *fasthttp.RequestHeader) []byte {
+	if b := h.MultipartFormBoundary(); len(b) > 0 {
+		return b
+	}
+	mt, params, err := mime.ParseMediaType(string(h.ContentType()))
+	if err != nil || mt != "multipart/form-data" {
+		return nil
+	}
+	return []byte(params["boundary"])
 }
 
 func uploadBodyTooLarge() *Error {

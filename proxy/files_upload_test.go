@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/modelgate/gateway/proxy/family"
@@ -49,5 +50,27 @@ func TestFilesUploadNeedsFinisher(t *testing.T) {
 	}
 	if n := e.fileCount(); n != 1 {
 		t.Fatalf("%d files stored, want 1", n)
+	}
+}
+
+// A multipart Content-Type is read in any case, with its boundary quoted or
+// not; one that is not multipart/form-data, or names no boundary, is refused.
+func TestFilesUploadContentTypeAnyCase(t *testing.T) {
+	e := newBenchEnv(t)
+	body, ct := multipartBody(filePart("a.png", "image/png", testImage(pngHead, 40)))
+	boundary := ct[strings.Index(ct, "boundary=")+len("boundary="):]
+	for ct, want := range map[string]int{
+		"multipart/form-data; boundary=" + boundary:               200,
+		"Multipart/Form-Data; Boundary=" + boundary:               200,
+		`multipart/form-data;boundary="` + boundary + `"`:         200,
+		"MULTIPART/FORM-DATA;\tBOUNDARY=" + boundary:              200,
+		"multipart/mixed; boundary=" + boundary:                   400,
+		"multipart/form-data; charset=utf-8":                      400,
+		"application/x-www-form-urlencoded; boundary=" + boundary: 400,
+	} {
+		resp := serveInProcess(e, "POST", "/v1/router/alpha/v1/files", "", ct, body)
+		if resp.StatusCode() != want {
+			t.Errorf("Content-Type %q: %d %s, want %d", ct, resp.StatusCode(), resp.Body(), want)
+		}
 	}
 }
