@@ -35,6 +35,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzHeadScan$$' -fuzztime 60s ./proxy/
 	$(GO) test -run '^$$' -fuzz '^FuzzUpstreamHead$$' -fuzztime 60s ./proxy/
 	$(GO) test -run '^$$' -fuzz '^FuzzEventHeads$$' -fuzztime 60s ./proxy/upstream/
+	$(GO) test -run '^$$' -fuzz '^FuzzAnswerHeadAsFasthttp$$' -fuzztime 60s ./proxy/upstream/
 
 bench: build
 	$(GO) run ./bench/cmd/bench -quick

@@ -105,14 +105,17 @@ func (r *Relay) judge(status int) {
 
 // answerHeader returns the value of the answer's header name, in whatever
 // case the upstream named it: the answer's names are kept as sent (see
-// readHead), so fasthttp's Peek would find only the case it is given.
-func (r *Relay) answerHeader(name string) []byte {
-	for k, v := range r.resp.Header.All() {
+// readHead), so fasthttp's Peek would find only the case it is given, and
+// a head the transport read itself is not in fasthttp's header at all.
+func (r *Relay) answerHeader(name string) (v []byte) {
+	r.eachAnswerHeader(func(k, value []byte) bool {
 		if len(k) == len(name) && strings.EqualFold(b2s(k), name) {
-			return v
+			v = value
+			return false
 		}
-	}
-	return nil
+		return true
+	})
+	return v
 }
 
 // retryAfter reads a retry-after value, delay-seconds or an HTTP date, as a

@@ -76,7 +76,7 @@ func TestRetryAfterAnyCase(t *testing.T) {
 		r.dep = New(config.Upstream{Name: "d", Family: "beta", BaseURL: "http://127.0.0.1:1/v1", APIKey: "k", MaxConns: 1},
 			config.Timeouts{}, config.Health{Cooldown: config.Duration(time.Hour)}, config.Limits{})
 		head := "HTTP/1.1 429 Too Many Requests\r\n" + name + ": 7\r\nContent-Length: 0\r\n\r\n"
-		if _, err := readHead(bufio.NewReader(strings.NewReader(head)), false, &r.resp); err != nil {
+		if _, err := readHead(bufio.NewReader(strings.NewReader(head)), false, &r.resp, &r.head); err != nil {
 			t.Fatal(err)
 		}
 		now := time.Now()

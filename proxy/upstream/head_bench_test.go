@@ -56,7 +56,7 @@ func BenchmarkAnswerHead(b *testing.B) {
 				out.Reset()
 				rd.Reset(head)
 				br.Reset(rd)
-				if _, err := readHead(br, false, &r.resp); err != nil {
+				if _, err := readHead(br, false, &r.resp, &r.head); err != nil {
 					b.Fatal(err)
 				}
 				r.Begin(&out)

@@ -18,8 +18,10 @@ import (
 // ready, and Reset makes it so again. Not safe for concurrent use.
 type Relay struct {
 	// resp is the upstream answer; the upstream request is pooled apart (see
-	// Send), so an open stream does not hold it.
+	// Send), so an open stream does not hold it. head holds its header
+	// lines when the transport read them itself (see answerHeaders).
 	resp fasthttp.Response
+	head answerHead
 	dep  *Deployment
 	// wantStream: the caller asked for a streamed answer; loaded: Load read
 	// the answer whole (or it had no body) and the upstream side is done.
@@ -71,6 +73,7 @@ func (r *Relay) SetTail(t Tail) { r.tail = t }
 // Reset makes r ready for another call.
 func (r *Relay) Reset() {
 	r.resp.Reset()
+	r.head.reset()
 	r.dep, r.stream, r.tap, r.tail = nil, nil, nil, nil
 	r.wantStream, r.loaded = false, false
 	r.sse, r.fixedSize, r.broken, r.responses = false, false, false, false
@@ -100,6 +103,8 @@ func (r *Relay) Send(dep *Deployment, req *Request, stream bool) error {
 	var err error
 	for range dep.maxConns + 1 {
 		r.resp.Reset() // no earlier attempt's connection is read by Stale
+		r.head.reset()
+		req.head = &r.head
 		r.resp.StreamBody = stream || dep.loadsItself()
 		if err = dep.client.Do(req.client(), &r.resp); err == nil || !Stale(&r.resp) {
 			break
@@ -142,11 +147,14 @@ func (r *Relay) Begin(out *fasthttp.Response) int {
 	out.SetStatusCode(status)
 	out.Header.DisableNormalizing() // the provider's header names go out as it sent them
 	hopByHop := false
-	for name, value := range r.resp.Header.All() {
-		if !strippedResponseHeader(name) {
-			out.Header.AddBytesKV(name, value)
-		} else if isConnection(name) && ConnectionOptions(value) {
-			hopByHop = true
+	if r.head.read {
+		for i := range r.head.at {
+			name, value := r.head.header(i)
+			hopByHop = addAnswerHeader(out, name, value) || hopByHop
+		}
+	} else {
+		for name, value := range r.resp.Header.All() {
+			hopByHop = addAnswerHeader(out, name, value) || hopByHop
 		}
 	}
 	if hopByHop {
@@ -155,20 +163,50 @@ func (r *Relay) Begin(out *fasthttp.Response) int {
 	return status
 }
 
+// addAnswerHeader adds an answer's header to out unless it is stripped, and
+// reports whether it is a Connection header naming other headers.
+func addAnswerHeader(out *fasthttp.Response, name, value []byte) bool {
+	if !strippedResponseHeader(name) {
+		out.Header.AddBytesKV(name, value)
+		return false
+	}
+	return isConnection(name) && ConnectionOptions(value)
+}
+
+// eachAnswerHeader calls f with each of the answer's headers, as the
+// upstream named them, until f returns false: from the lines the transport
+// kept (see readAnswerHead), else from the header fasthttp's parser filled.
+func (r *Relay) eachAnswerHeader(f func(name, value []byte) bool) {
+	if r.head.read {
+		for i := range r.head.at {
+			if !f(r.head.header(i)) {
+				return
+			}
+		}
+		return
+	}
+	for name, value := range r.resp.Header.All() {
+		if !f(name, value) {
+			return
+		}
+	}
+}
+
 // dropConnectionOptions removes from out the headers that the upstream's
 // Connection headers name (see ConnectionOptions); Begin added them under the
 // names the upstream sent.
 func (r *Relay) dropConnectionOptions(out *fasthttp.Response) {
-	for conn, list := range r.resp.Header.All() {
-		if !isConnection(conn) {
-			continue
+	r.eachAnswerHeader(func(conn, list []byte) bool {
+		if isConnection(conn) {
+			r.eachAnswerHeader(func(name, _ []byte) bool {
+				if NamedIn(list, name) {
+					out.Header.DelBytes(name)
+				}
+				return true
+			})
 		}
-		for name := range r.resp.Header.All() {
-			if NamedIn(list, name) {
-				out.Header.DelBytes(name)
-			}
-		}
-	}
+		return true
+	})
 }
 
 func isConnection(name []byte) bool {

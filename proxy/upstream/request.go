@@ -25,6 +25,9 @@ type Request struct {
 
 	req fasthttp.Request // what the client is given; see raw
 	raw raw
+	// head, set by Relay.Send for its call, is where the transport keeps
+	// the answer's header lines (see readAnswerHead).
+	head *answerHead
 }
 
 // raw marks a fasthttp.Request as a Request's: it is that request's body
@@ -59,7 +62,7 @@ func ReleaseRequest(r *Request) {
 	if cap(r.Head) > maxHeldHead {
 		r.Head = nil
 	}
-	r.Head, r.Body = r.Head[:0], nil
+	r.Head, r.Body, r.head = r.Head[:0], nil, nil
 	requests.Put(r)
 }
 

@@ -14,7 +14,8 @@ import (
 // transport is each deployment's fasthttp.RoundTripper. fasthttp keeps the
 // connection pool (dialing, keep-alive reuse, idle timeout, the bound on
 // connections and the wait for one); the gateway writes the request, reads
-// the answer's header with fasthttp's public parser, and reads a streamed
+// the answer's header (itself when it is plainly framed, see
+// readAnswerHead, else with fasthttp's public parser), and reads a streamed
 // body itself from the connection's bufio.Reader (answerBody). So the relay
 // sees how much of the answer is already read (Buffered) without reaching
 // into fasthttp's private state, and a streamed call allocates nothing:
@@ -64,7 +65,7 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 		return false, err
 	}
 	br := hc.AcquireReader(c)
-	noBody, err := readHead(br, r.headOnly(), resp)
+	noBody, err := readHead(br, r.headOnly(), resp, r.head)
 	if dc, ok := c.(*deadlineConn); ok {
 		dc.headRead(err == nil && !resp.StreamBody) // read whole here, within idle
 	}
@@ -111,11 +112,21 @@ func writeRequest(hc *fasthttp.HostClient, c net.Conn, r *Request) error {
 }
 
 // readHead reads the answer's header, past any 1xx ones, and tells whether
-// the answer has no body (HEAD, 204, 304, or a length of 0).
-func readHead(br *bufio.Reader, headOnly bool, resp *fasthttp.Response) (bool, error) {
+// the answer has no body (HEAD, 204, 304, or a length of 0). A plainly
+// framed head is read into head when head is not nil (see readAnswerHead);
+// any other, by fasthttp's parser into resp's header.
+func readHead(br *bufio.Reader, headOnly bool, resp *fasthttp.Response, head *answerHead) (bool, error) {
 	for range maxInterim + 1 {
-		resp.Header.DisableNormalizing() // the provider's names go out as it sent them
+		resp.Header.DisableNormalizing()          // the provider's names go out as it sent them
 		resp.Header.SetNoDefaultContentType(true) // and no Content-Type it did not send
+		if head != nil {
+			switch read, err := readAnswerHead(br, resp, head); {
+			case err != nil:
+				return false, err
+			case read:
+				return headOnly || resp.SkipBody || resp.Header.ContentLength() == 0, nil
+			}
+		}
 		if err := resp.Header.Read(br); err != nil {
 			return false, err
 		}
