@@ -50,8 +50,34 @@ func (r *request) spec(env *Env, t *Target) *load.Spec {
 		}
 		s.Headers = append(s.Headers, load.Header{Name: fasthttp.HeaderContentType, Value: ct})
 	}
+	s.Headers = append(s.Headers, sdkHeaders[r.fam]...)
 	s.Headers = append(s.Headers, r.headers...)
 	return s
+}
+
+// sdkHeaders are the headers the family's Go SDK sends with every request
+// besides its credentials, the body's type and framing (openai-go and
+// anthropic-sdk-go 2025, through Go's transport): every target parses and
+// relays a head of the size it does in production.
+var sdkHeaders = [...][]load.Header{
+	alpha: sdkCommon("Anthropic/Go 1.19.0", "1.19.0"),
+	beta:  sdkCommon("OpenAI/Go 3.8.1", "3.8.1"),
+}
+
+func sdkCommon(agent, version string) []load.Header {
+	return []load.Header{
+		{Name: "User-Agent", Value: agent},
+		{Name: "Accept", Value: "application/json"},
+		{Name: "X-Stainless-Lang", Value: "go"},
+		{Name: "X-Stainless-Package-Version", Value: version},
+		{Name: "X-Stainless-Os", Value: "Linux"},
+		{Name: "X-Stainless-Arch", Value: "x64"},
+		{Name: "X-Stainless-Runtime", Value: "go"},
+		{Name: "X-Stainless-Runtime-Version", Value: "go1.26.0"},
+		{Name: "X-Stainless-Retry-Count", Value: "0"},
+		{Name: "X-Stainless-Timeout", Value: "600"},
+		{Name: "Accept-Encoding", Value: "gzip"},
+	}
 }
 
 // auth returns the credential headers of r at t: the caller's key at the

@@ -44,7 +44,7 @@ func responsesRetrieve(o load.Options) Scenario {
 			for i, id := range ids {
 				urls[i] = base + id
 			}
-			s := &load.Spec{Method: fasthttp.MethodGet, URL: urls[0], Headers: responsesRequest.auth(env, t)}
+			s := &load.Spec{Method: fasthttp.MethodGet, URL: urls[0], Headers: append(responsesRequest.auth(env, t), sdkHeaders[beta]...)}
 			s.Mutate = func(req *fasthttp.Request, seq uint64) {
 				req.SetRequestURI(urls[seq%uint64(len(urls))])
 			}

@@ -135,6 +135,15 @@ func TestScenariosAnswer(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				sdk := 0
+				for _, h := range spec.Headers {
+					if h.Name == "User-Agent" || strings.HasPrefix(h.Name, "X-Stainless-") {
+						sdk++
+					}
+				}
+				if sdk != 9 {
+					t.Errorf("%d of the SDK's headers, not 9: %v", sdk, spec.Headers)
+				}
 				if err := Probe(ctx, spec); err != nil {
 					t.Fatal(err)
 				}

@@ -33,6 +33,9 @@ func (r *runner) notes() []string {
 			"nginx is a keep-alive reverse proxy with buffering off in front of the same simulator%s; in the affinity scenario, "+
 			"in front of all %d simulators with hash $http_x_session_id consistent, as the gateway spreads sessions over them.",
 			r.nginxVersion(), simDeployments),
+		"Heads as in production: every request carries the headers its family's Go SDK sends (User-Agent, Accept, eight X-Stainless-*, " +
+			"Accept-Encoding), and the simulator answers with its provider's (request id, rate limits, organisation, front-end " +
+			"headers: 17 to 20 in all, names in lower case).",
 		"CPU µs/req and peak RSS are those of the target's own processes while it is measured: the simulator process for direct, " +
 			"the gateway process for gateway, the nginx master and workers for nginx.",
 		fmt.Sprintf("Gateway config: one key; an alpha and a beta upstream per simulator, max_conns %d per deployment "+
