@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/valyala/fasthttp"
 )
@@ -18,16 +19,33 @@ import (
 // one copy of its bytes, and the answer's header gets only what the
 // transport and the relay act on.
 type answerHead struct {
-	lines []byte     // the header lines, the status line and the blank line left out
-	at    []headerAt // where each header's name and value lie in lines
-	read  bool       // readAnswerHead read the answer's head: lines holds its headers
+	*headLines      // from headLinesPool while read; nil otherwise
+	read       bool // readAnswerHead read the answer's head: lines holds its headers
 }
 
-// headerAt is where a header's name and value lie in answerHead.lines.
+// headLines are the lines of a head and where its headers lie in them.
+type headLines struct {
+	lines []byte     // the header lines, the status line and the blank line left out
+	at    []headerAt // where each header's name and value lie in lines
+}
+
+// headLinesPool holds the lines of the heads not being relayed: a relay
+// gives them back once the client's response has the headers (see
+// Relay.Begin), so that a stream does not hold them while it lasts.
+var headLinesPool = sync.Pool{New: func() any { return new(headLines) }}
+
+// headerAt is where a header's name and value lie in headLines.lines.
 type headerAt struct{ name, colon, value, end uint32 }
 
-// reset forgets the head, keeping the buffers.
-func (h *answerHead) reset() { h.lines, h.at, h.read = h.lines[:0], h.at[:0], false }
+// reset forgets the head and gives its lines back to the pool.
+func (h *answerHead) reset() {
+	if h.headLines != nil {
+		h.lines, h.at = h.lines[:0], h.at[:0]
+		headLinesPool.Put(h.headLines)
+		h.headLines = nil
+	}
+	h.read = false
+}
 
 // header returns the name and value of the i-th header.
 func (h *answerHead) header(i int) (name, value []byte) {
@@ -62,6 +80,9 @@ func readAnswerHead(br *bufio.Reader, resp *fasthttp.Response, h *answerHead) (b
 	status, start, ok := answerStatus(buf)
 	if !ok {
 		return false, nil
+	}
+	if h.headLines == nil {
+		h.headLines = headLinesPool.Get().(*headLines)
 	}
 	var f answerFraming
 	end, ok := f.scan(buf, start, h)

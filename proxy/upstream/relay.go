@@ -160,6 +160,7 @@ func (r *Relay) Begin(out *fasthttp.Response) int {
 	if hopByHop {
 		r.dropConnectionOptions(out)
 	}
+	r.head.reset() // the client's response has the headers now
 	return status
 }
 
