@@ -23,8 +23,7 @@ func TestBeginKeepsTheUpstreamOrder(t *testing.T) {
 		"x-request-id: r\r\nx-dup: 1\r\nKeep-Alive: timeout=5\r\nx-a: a\r\nTransfer-Encoding: chunked\r\n" +
 		"x-dup: 2\r\nSERVER: s\r\nx-b: b\r\nREQUEST-ID: q\r\nx-dup: 3\r\n\r\n"
 	var r Relay
-	r.dep = New(config.Upstream{Name: "d", Family: "beta", BaseURL: "http://127.0.0.1:1/v1", APIKey: "k", MaxConns: 1},
-		config.Timeouts{}, config.Health{}, config.Limits{})
+	r.dep = unreachableDeployment("beta", config.Health{})
 	if _, err := readHead(bufio.NewReader(strings.NewReader(head)), false, &r.resp, &r.head); err != nil {
 		t.Fatal(err)
 	}
@@ -47,13 +46,18 @@ func TestBeginKeepsTheUpstreamOrder(t *testing.T) {
 	}
 }
 
+// unreachableDeployment is a deployment of family fam that answers nothing:
+// enough for a relay to judge an answer read from elsewhere.
+func unreachableDeployment(fam string, h config.Health) *Deployment {
+	return New(config.Upstream{Name: "d", Family: fam, BaseURL: "http://127.0.0.1:1/v1", APIKey: "k", MaxConns: 1},
+		config.Timeouts{}, h, config.Limits{})
+}
+
 // relayOf reads head as the transport does, by the fast path when fast is
 // set, and returns the relay, the bytes left unread, and the error.
 func relayOf(tb testing.TB, head []byte, fast bool) (*Relay, int, error) {
 	tb.Helper()
-	r := &Relay{}
-	r.dep = New(config.Upstream{Name: "d", Family: "beta", BaseURL: "http://127.0.0.1:1/v1", APIKey: "k", MaxConns: 1},
-		config.Timeouts{}, config.Health{}, config.Limits{})
+	r := &Relay{dep: unreachableDeployment("beta", config.Health{})}
 	br := bufio.NewReaderSize(bytes.NewReader(head), 4096)
 	var h *answerHead
 	if fast {

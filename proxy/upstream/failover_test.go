@@ -73,8 +73,7 @@ func TestBudget(t *testing.T) {
 func TestRetryAfterAnyCase(t *testing.T) {
 	for _, name := range []string{"Retry-After", "retry-after", "RETRY-AFTER"} {
 		var r Relay
-		r.dep = New(config.Upstream{Name: "d", Family: "beta", BaseURL: "http://127.0.0.1:1/v1", APIKey: "k", MaxConns: 1},
-			config.Timeouts{}, config.Health{Cooldown: config.Duration(time.Hour)}, config.Limits{})
+		r.dep = unreachableDeployment("beta", config.Health{Cooldown: config.Duration(time.Hour)})
 		head := "HTTP/1.1 429 Too Many Requests\r\n" + name + ": 7\r\nContent-Length: 0\r\n\r\n"
 		if _, err := readHead(bufio.NewReader(strings.NewReader(head)), false, &r.resp, &r.head); err != nil {
 			t.Fatal(err)

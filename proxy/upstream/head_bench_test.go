@@ -43,8 +43,7 @@ func BenchmarkAnswerHead(b *testing.B) {
 	for _, fam := range []string{"beta", "alpha"} {
 		b.Run(fam, func(b *testing.B) {
 			head := []byte(answerHeads[fam])
-			d := New(config.Upstream{Name: "d", Family: fam, BaseURL: "http://127.0.0.1:1/v1", APIKey: "k", MaxConns: 1},
-				config.Timeouts{}, config.Health{}, config.Limits{})
+			d := unreachableDeployment(fam, config.Health{})
 			var r Relay
 			var out fasthttp.Response
 			rd := bytes.NewReader(head)
