@@ -12,7 +12,7 @@ import (
 
 // answerHead holds the header lines of an answer that readAnswerHead read,
 // as the upstream sent them: the relay copies them to the client from here
-// (see Relay.answerHeaders). A provider's answer carries about twenty
+// (see Relay.Begin and Relay.eachAnswerHeader). A provider's answer carries about twenty
 // headers; fasthttp's parser copied and checked each into the answer's
 // header, and the relay then copied each again into the client's: 2.1 µs of
 // a chat call (BenchmarkAnswerHead). Read here, the head costs one scan and
@@ -55,9 +55,8 @@ func (h *answerHead) header(i int) (name, value []byte) {
 
 // readAnswerHead reads the head of an answer into resp and h when it is
 // plainly framed and whole in br's buffer once its first byte came, and
-// reports whether it did;
-// otherwise it reads nothing, and fasthttp's parser reads the head as
-// before. Plainly framed is a subset of what fasthttp accepts, read the
+// reports whether it did; otherwise it reads nothing, and fasthttp's parser
+// reads the head as before. Plainly framed is a subset of what fasthttp accepts, read the
 // same: HTTP/1.1; a status from 200 to 599 but 204 and 304; each line
 // ended by CRLF; names of token characters followed by the colon; values of
 // the bytes fasthttp allows, neither empty nor ending in white space, none
