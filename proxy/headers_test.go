@@ -15,8 +15,8 @@ import (
 )
 
 // Upstreams name headers in any case (CDNs send lower case): hop-by-hop
-// headers and the upstream's request ids are dropped whatever their case,
-// and every other header goes out as the upstream named it.
+// headers, the upstream's request ids and its Alt-Svc are dropped whatever
+// their case, and every other header goes out as the upstream named it.
 func TestUpstreamHeadersAnyCase(t *testing.T) {
 	addr := rawUpstreamGateway(t, func(ctx *fasthttp.RequestCtx) {
 		h := &ctx.Response.Header
@@ -24,6 +24,7 @@ func TestUpstreamHeadersAnyCase(t *testing.T) {
 		h.Set("x-request-id", "upstream-id")
 		h.Set("request-id", "upstream-id-2")
 		h.Set("keep-alive", "timeout=5")
+		h.Set("alt-svc", `h3=":443"; ma=86400`)
 		h.Set("openai-processing-ms", "12")
 		h.Set("X-RateLimit-Remaining-Requests", "99")
 		h.SetContentType("application/json")
@@ -38,7 +39,8 @@ func TestUpstreamHeadersAnyCase(t *testing.T) {
 	fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-1\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
 	raw, _ := io.ReadAll(conn)
 	head := strings.ToLower(string(raw[:strings.Index(string(raw), "\r\n\r\n")]))
-	if strings.Count(head, "\r\nx-request-id:") != 1 || strings.Contains(head, "upstream-id") || strings.Contains(head, "keep-alive: timeout") {
+	if strings.Count(head, "\r\nx-request-id:") != 1 || strings.Contains(head, "upstream-id") || strings.Contains(head, "keep-alive: timeout") ||
+		strings.Contains(head, "alt-svc") {
 		t.Fatalf("upstream hop-by-hop or id headers leaked:\n%s", raw)
 	}
 	if !strings.Contains(string(raw), "\r\nopenai-processing-ms: 12\r\n") || !strings.Contains(string(raw), "\r\nX-RateLimit-Remaining-Requests: 99\r\n") {

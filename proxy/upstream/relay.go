@@ -270,11 +270,14 @@ func (r *Relay) Close() {
 	r.dep.inflight.Add(-1)
 }
 
-// strippedResponseHeaders are the upstream's hop-by-hop headers and those the
-// gateway sets itself. Upstreams name headers in any case.
+// strippedResponseHeaders are the upstream's hop-by-hop headers, those the
+// gateway sets itself, and Alt-Svc, which names other endpoints of the
+// provider's origin (RFC 7838): relayed, it would send a client's browser
+// looking for HTTP/3 on the gateway's host. Upstreams name headers in any
+// case.
 var strippedResponseHeaders = [...]string{
 	"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Trailer", "Te",
-	"Server", "Date", "X-Request-Id", "Request-Id", "Content-Length",
+	"Server", "Date", "X-Request-Id", "Request-Id", "Content-Length", "Alt-Svc",
 }
 
 // strippedResponseByLen lists strippedResponseHeaders by their length: most
