@@ -19,9 +19,12 @@ import (
 // one copy of its bytes, and the answer's header gets only what the
 // transport and the relay act on.
 type answerHead struct {
-	*headLines      // from headLinesPool while read; nil otherwise
-	read       bool // readAnswerHead read the answer's head: lines holds its headers
+	*headLines // from headLinesPool once readAnswerHead read the head; nil otherwise
 }
+
+// read reports whether readAnswerHead read the answer's head: its lines
+// hold the headers.
+func (h *answerHead) read() bool { return h.headLines != nil }
 
 // headLines are the lines of a head and where its headers lie in them.
 type headLines struct {
@@ -44,7 +47,6 @@ func (h *answerHead) reset() {
 		headLinesPool.Put(h.headLines)
 		h.headLines = nil
 	}
-	h.read = false
 }
 
 // header returns the name and value of the i-th header.
@@ -63,7 +65,7 @@ func (h *answerHead) header(i int) (name, value []byte) {
 // folded; one Content-Length of digits or one Transfer-Encoding: chunked,
 // not both; at most one Connection and one Content-Type; no Trailer. The
 // status, the framing, the content type and a Connection: close go into
-// resp's header; every line goes into h.
+// resp's header, which readHead prepared; every line goes into h.
 //
 // A failure to read the first byte is returned as fasthttp's parser returns
 // it: fasthttp.ErrTimeout for a timeout, io.EOF for anything else.
@@ -80,9 +82,7 @@ func readAnswerHead(br *bufio.Reader, resp *fasthttp.Response, h *answerHead) (b
 	if !ok {
 		return false, nil
 	}
-	if h.headLines == nil {
-		h.headLines = headLinesPool.Get().(*headLines)
-	}
+	h.headLines = headLinesPool.Get().(*headLines)
 	var f answerFraming
 	end, ok := f.scan(buf, start, h)
 	if !ok {
@@ -90,11 +90,7 @@ func readAnswerHead(br *bufio.Reader, resp *fasthttp.Response, h *answerHead) (b
 		return false, nil // not plain, or not all here: fasthttp's parser reads it
 	}
 	h.lines = append(h.lines[:0], buf[start:end]...)
-	h.read = true
 	hd := &resp.Header
-	hd.Reset() // of an interim answer fasthttp read before
-	hd.DisableNormalizing()
-	hd.SetNoDefaultContentType(true)
 	hd.SetStatusCode(status)
 	if f.chunked {
 		hd.SetContentLength(-1)

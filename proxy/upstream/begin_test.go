@@ -22,14 +22,13 @@ func TestBeginKeepsTheUpstreamOrder(t *testing.T) {
 	head := "HTTP/1.1 200 OK\r\ndate: Mon, 01 Jan 2024 00:00:00 GMT\r\nvary: Origin\r\nconnection: keep-alive\r\n" +
 		"x-request-id: r\r\nx-dup: 1\r\nKeep-Alive: timeout=5\r\nx-a: a\r\nTransfer-Encoding: chunked\r\n" +
 		"x-dup: 2\r\nSERVER: s\r\nx-b: b\r\nREQUEST-ID: q\r\nx-dup: 3\r\n\r\n"
-	var r Relay
-	r.dep = unreachableDeployment("beta", config.Health{})
-	if _, err := readHead(bufio.NewReader(strings.NewReader(head)), false, &r.resp, &r.head); err != nil {
+	r, _, err := relayOf(t, []byte(head), true)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var out fasthttp.Response
 	out.Header.SetNoDefaultContentType(true)
-	if !r.head.read {
+	if !r.head.read() {
 		t.Fatal("the head was left to fasthttp")
 	}
 	r.Begin(&out)
@@ -95,7 +94,7 @@ func sameAsFasthttp(t *testing.T, head []byte) (read bool) {
 	t.Helper()
 	fast, fastLeft, fastErr := relayOf(t, head, true)
 	slow, slowLeft, slowErr := relayOf(t, head, false)
-	read = fast.head.read
+	read = fast.head.read()
 	switch {
 	case read && slowErr != nil:
 		t.Fatalf("head %q: read, where fasthttp fails with %v", head, slowErr)
@@ -122,12 +121,12 @@ func TestAnswerHeadAsFasthttp(t *testing.T) {
 		sameAsFasthttp(t, []byte(head))
 	}
 	for fam, head := range answerHeads {
-		if r, _, _ := relayOf(t, []byte(head), true); !r.head.read {
+		if r, _, _ := relayOf(t, []byte(head), true); !r.head.read() {
 			t.Errorf("the %s provider's head is left to fasthttp", fam)
 		}
 	}
 	for _, head := range answerHeadSeeds[len(answerHeadSeeds)-8:] {
-		if r, _, _ := relayOf(t, []byte(head), true); r.head.read {
+		if r, _, _ := relayOf(t, []byte(head), true); r.head.read() {
 			t.Errorf("head %q: read, not left to fasthttp", head)
 		}
 	}

@@ -19,7 +19,7 @@ import (
 type Relay struct {
 	// resp is the upstream answer; the upstream request is pooled apart (see
 	// Send), so an open stream does not hold it. head holds its header
-	// lines when the transport read them itself (see answerHeaders).
+	// lines when the transport read them itself (see eachAnswerHeader).
 	resp fasthttp.Response
 	head answerHead
 	dep  *Deployment
@@ -102,9 +102,8 @@ func (r *Relay) Send(dep *Deployment, req *Request, stream bool) error {
 	dep.Budget.called(time.Now().Unix())
 	var err error
 	for range dep.maxConns + 1 {
-		r.resp.Reset() // no earlier attempt's connection is read by Stale
-		r.head.reset()
-		req.head = &r.head
+		r.resp.Reset()     // no earlier attempt's connection is read by Stale
+		req.head = &r.head // readAnswerHead forgets an earlier attempt's head
 		r.resp.StreamBody = stream || dep.loadsItself()
 		if err = dep.client.Do(req.client(), &r.resp); err == nil || !Stale(&r.resp) {
 			break
@@ -147,16 +146,10 @@ func (r *Relay) Begin(out *fasthttp.Response) int {
 	out.SetStatusCode(status)
 	out.Header.DisableNormalizing() // the provider's header names go out as it sent them
 	hopByHop := false
-	if r.head.read {
-		for i := range r.head.at {
-			name, value := r.head.header(i)
-			hopByHop = addAnswerHeader(out, name, value) || hopByHop
-		}
-	} else {
-		for name, value := range r.resp.Header.All() {
-			hopByHop = addAnswerHeader(out, name, value) || hopByHop
-		}
-	}
+	r.eachAnswerHeader(func(name, value []byte) bool {
+		hopByHop = addAnswerHeader(out, name, value) || hopByHop
+		return true
+	})
 	if hopByHop {
 		r.dropConnectionOptions(out)
 	}
@@ -178,7 +171,7 @@ func addAnswerHeader(out *fasthttp.Response, name, value []byte) bool {
 // upstream named them, until f returns false: from the lines the transport
 // kept (see readAnswerHead), else from the header fasthttp's parser filled.
 func (r *Relay) eachAnswerHeader(f func(name, value []byte) bool) {
-	if r.head.read {
+	if r.head.read() {
 		for i := range r.head.at {
 			if !f(r.head.header(i)) {
 				return

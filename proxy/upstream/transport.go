@@ -117,6 +117,7 @@ func writeRequest(hc *fasthttp.HostClient, c net.Conn, r *Request) error {
 // any other, by fasthttp's parser into resp's header.
 func readHead(br *bufio.Reader, headOnly bool, resp *fasthttp.Response, head *answerHead) (bool, error) {
 	for range maxInterim + 1 {
+		resp.Header.Reset()                       // of an interim answer read before
 		resp.Header.DisableNormalizing()          // the provider's names go out as it sent them
 		resp.Header.SetNoDefaultContentType(true) // and no Content-Type it did not send
 		if head != nil {
