@@ -33,11 +33,18 @@ func (l *clientListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	idle := l.g.state.Load().cfg.Timeouts.ClientWriteIdle.D()
+	return newClientConn(c, l.g.state.Load().cfg.Timeouts.ClientWriteIdle.D()), nil
+}
+
+// newClientConn wraps c, whose writes give up after idle without progress;
+// its reads and writes are rawio's when it is TCP.
+func newClientConn(c net.Conn, idle time.Duration) *clientConn {
+	cc := &clientConn{Conn: c, idle: idle}
 	if rc := rawio.Wrap(c); rc != nil {
-		c = rc
+		cc.Conn, cc.raw = rc, rc
+		cc.sendStep = cc.sendNow
 	}
-	return &clientConn{Conn: c, idle: idle}, nil
+	return cc
 }
 
 // clientConn is a client connection whose writes give up after idle without
@@ -48,6 +55,16 @@ func (l *clientListener) Accept() (net.Conn, error) {
 type clientConn struct {
 	net.Conn // a rawio.Conn when the listener's is TCP
 	idle     time.Duration
+	// raw is Conn when it is a rawio.Conn, and sendStep its sendNow as a
+	// method value, made once (see awaitNext).
+	raw      *rawio.Conn
+	sendStep func(write func([]byte) (int, error)) bool
+	// slow is set once a request did not come within awaitLimit of the answer
+	// before it, and cleared by one that did; early once the client sent a
+	// request before it had the answer before it (HTTP/1.1 pipelining). The
+	// next request is awaited (see awaitNext) while neither is set; timed
+	// notes that the answer just sent is timed to clear slow.
+	slow, early bool
 	// holding is set by HoldTail; mu guards held and the writes made while
 	// holding, against a Close from another goroutine.
 	holding atomic.Bool
@@ -86,11 +103,13 @@ const heldCap = 32<<10 + 64
 
 var heldPool = sync.Pool{New: func() any { b := make([]byte, 0, heldCap); return &b }}
 
-// HoldTail holds back the writes that follow, until the next read, deadline
-// change or close, which sends them in one write. An SSE relay calls it before
-// the last events of a stream: fasthttp writes them, then the chunked body's
-// end in two more flushes, then reads the next request. Bytes that would not
-// fit in heldCap are sent at once, after what was held.
+// HoldTail holds back the writes that follow, until the next read, write
+// deadline change or close, which sends them in one write. An SSE relay calls
+// it before the last events of a stream: fasthttp writes them, then the
+// chunked body's end in two more flushes, then reads the next request. The
+// gateway calls it after the handler of a whole answer (holdAnswer), which
+// fasthttp then writes. Bytes that would not fit in heldCap are sent at once,
+// after what was held.
 func (c *clientConn) HoldTail() { c.holding.Store(true) }
 
 func (c *clientConn) Write(p []byte) (int, error) {
@@ -209,6 +228,15 @@ func (c *clientConn) SetDeadline(t time.Time) error {
 // scanned, and if they hold the head's end already, and it is not CRLF CRLF
 // (see headScan), the read fails with errHeadEnd instead of waiting.
 func (c *clientConn) Read(p []byte) (int, error) {
+	if c.raw != nil && !c.slow && !c.early && c.holding.Load() {
+		if n, ok, err := c.awaitNext(p); ok {
+			return c.took(p, n, err)
+		}
+	}
+	var sent time.Time
+	if c.slow && c.holding.Load() {
+		sent = time.Now() // the held answer leaves now: how long until the next request?
+	}
 	if err := c.sendHeld(); err != nil {
 		return 0, err
 	}
@@ -223,6 +251,15 @@ func (c *clientConn) Read(p []byte) (int, error) {
 		return 0, errChunkedTooLarge
 	}
 	n, err := c.Conn.Read(p)
+	if n > 0 && !sent.IsZero() && time.Since(sent) < awaitLimit {
+		c.slow = false
+	}
+	return c.took(p, n, err)
+}
+
+// took notes the n bytes a read put in p: the first bytes of a request, or
+// more of its head.
+func (c *clientConn) took(p []byte, n int, err error) (int, error) {
 	if n > 0 {
 		c.rawLeft -= int64(n)
 		switch {
@@ -237,6 +274,79 @@ func (c *clientConn) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// awaitLimit bounds awaitNext's wait for a request that may already be
+// there: the first pipelined request on a connection waits this long, once.
+const awaitLimit = 20 * time.Millisecond
+
+// awaitNext sends what is held back (the answer, or a stream's end) and
+// waits for the client's next request into p without first reading for it,
+// which would find nothing: the client sends it once it has the answer (see
+// rawio.ReadAfter). ok is false when it read nothing and the caller reads
+// the usual way, sending first what is still held; so it is when nothing is
+// held: only an answer just written makes a read for nothing certain.
+//
+// A client that sent its next request before it had the answer (HTTP/1.1
+// pipelining) is the risk: those bytes' readiness may have been spent before
+// the wait, which then sees them only at its deadline. So the wait lasts
+// awaitLimit at most (or the connection's read deadline, when sooner): if
+// no request came by then, a read without a wait looks. Bytes there were
+// sent early: the connection's requests are read the usual way from then on.
+// Nothing there: the client is slow, and its requests are read the usual way
+// until one comes within awaitLimit of its answer.
+func (c *clientConn) awaitNext(p []byte) (n int, ok bool, err error) {
+	limit := time.Now().Add(awaitLimit)
+	bounded := c.readDeadline.IsZero() || limit.Before(c.readDeadline)
+	if bounded {
+		if c.raw.SetReadDeadline(limit) != nil {
+			return 0, false, nil
+		}
+	}
+	n, sent, err := c.raw.ReadAfter(c.sendStep, p)
+	if bounded {
+		if e := c.raw.SetReadDeadline(c.readDeadline); e != nil && err == nil {
+			err = e
+		}
+	}
+	switch {
+	case !sent:
+		return 0, false, nil
+	case bounded && n == 0 && errors.Is(err, os.ErrDeadlineExceeded):
+		n, there, err := c.raw.TryRead(p)
+		if there {
+			c.early = true
+			return n, true, err
+		}
+		c.slow = true
+		return 0, false, nil
+	}
+	return n, true, err
+}
+
+// sendNow writes what is held back with write, which does not wait for room
+// in the socket's buffer, and reports whether all of it went; what did not
+// stays held, for sendHeld. It reports false when nothing is held. Under mu,
+// as sendHeld: a Close from another goroutine sends the held bytes itself,
+// and only one of the two does.
+func (c *clientConn) sendNow(write func([]byte) (int, error)) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.holding.Load() || c.held == nil {
+		return false
+	}
+	b := *c.held
+	c.begun, c.headBytes, c.rawBounded = false, nil, false // as write does
+	n, err := write(b)
+	if err != nil {
+		*c.held = b[:copy(b, b[n:])]
+		return false
+	}
+	*c.held = b[:0]
+	heldPool.Put(c.held)
+	c.held = nil
+	c.holding.Store(false)
+	return true
 }
 
 // errChunkedTooLarge fails the reads of a chunked body whose framing went
@@ -299,11 +409,9 @@ func (c *clientConn) Close() error {
 // the one in force by at most a sixteenth of the time it leaves is not set, so
 // a busy connection does not re-arm its timer on every request; a read
 // deadline may thus fall up to a sixteenth of its timeout early. An earlier
-// deadline, and clearing one, always take effect.
+// deadline, and clearing one, always take effect. What is held back stays
+// held: the read that follows sends it.
 func (c *clientConn) SetReadDeadline(t time.Time) error {
-	if err := c.sendHeld(); err != nil {
-		return err
-	}
 	if !upstream.DeadlineMoves(c.readDeadline, t, time.Until(t)) {
 		return nil
 	}

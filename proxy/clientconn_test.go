@@ -88,15 +88,26 @@ func (c *countConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// After HoldTail, what is written waits for the server's next read, deadline
-// or close, and then leaves in one write, in order; holding ends there.
+// After HoldTail, what is written waits for the server's next read, write
+// deadline or close, and then leaves in one write, in order; holding ends
+// there. A read deadline, which fasthttp sets just before it reads for the
+// next request, leaves it held for that read.
 func TestClientHoldsTheTail(t *testing.T) {
 	for _, end := range []struct {
 		name string
 		do   func(c *clientConn) error
 	}{
 		{"read", func(c *clientConn) error { _, err := c.Read(make([]byte, 1)); return err }},
-		{"read deadline", func(c *clientConn) error { return c.SetReadDeadline(time.Now().Add(time.Minute)) }},
+		{"read deadline, then read", func(c *clientConn) error {
+			if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+				return err
+			}
+			if c.held == nil {
+				return errors.New("a read deadline sent what was held")
+			}
+			_, err := c.Read(make([]byte, 1))
+			return err
+		}},
 		{"write deadline", func(c *clientConn) error { return c.SetWriteDeadline(time.Time{}) }},
 		{"deadline", func(c *clientConn) error { return c.SetDeadline(time.Time{}) }},
 		{"close write", func(c *clientConn) error { return c.CloseWrite() }},

@@ -119,11 +119,18 @@ func (g *Gateway) Config() *config.Config { return g.state.Load().cfg }
 // Handler returns the request handler.
 func (g *Gateway) Handler() fasthttp.RequestHandler { return g.serve }
 
-// serve matches the Responses routes named by a response id before the
+// serve answers a request (route) and holds a whole answer back for the
+// connection's next read (holdAnswer).
+func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
+	g.route(ctx)
+	holdAnswer(ctx)
+}
+
+// route matches the Responses routes named by a response id before the
 // router, which makes a string and two interface values of a path
 // parameter: three allocations on every retrieve. Everything else, and any
 // path these do not match exactly, is the router's.
-func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
+func (g *Gateway) route(ctx *fasthttp.RequestCtx) {
 	if e := headFault(&ctx.Request.Header); e != nil {
 		g.refuseHead(ctx, e)
 		return
@@ -137,6 +144,21 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	g.router.Handler(ctx)
+}
+
+// holdAnswer has the client's connection hold back a whole answer, which
+// fasthttp writes after the handler, until the server reads for the next
+// request: the answer is then written inside that read's wait, which saves
+// the read that would find nothing (see clientConn.awaitNext). A streamed
+// answer is not held: its bytes go as they come, and its relay holds its end
+// itself (upstream.Relay's tail).
+func holdAnswer(ctx *fasthttp.RequestCtx) {
+	if ctx.Response.IsBodyStream() {
+		return
+	}
+	if cc, ok := ctx.Conn().(*clientConn); ok {
+		cc.HoldTail()
+	}
 }
 
 // closeRequested reports whether the client's Connection header lists close

@@ -212,3 +212,101 @@ func TestRemoteAddr(t *testing.T) {
 		t.Fatalf("RemoteAddr %s, the peer is at %s", got, want)
 	}
 }
+
+// ReadAfter writes through send, then reads what the peer sends after it;
+// the peer's bytes that come later wake its wait.
+func TestReadAfter(t *testing.T) {
+	x, _, peer := tcpPair(t)
+	go func() {
+		b := make([]byte, len("answer"))
+		io.ReadFull(peer, b)
+		time.Sleep(10 * time.Millisecond) // the wait may or may not have begun: both must work
+		peer.Write(append([]byte("next:"), b...))
+	}()
+	var wrote int
+	send := func(write func([]byte) (int, error)) bool {
+		n, err := write([]byte("answer"))
+		wrote = n
+		return err == nil
+	}
+	buf := make([]byte, 64)
+	n, sent, err := x.ReadAfter(send, buf)
+	if err != nil || !sent || wrote != len("answer") || string(buf[:n]) != "next:answer" {
+		t.Fatalf("read %q, sent %v, wrote %d, %v", buf[:n], sent, wrote, err)
+	}
+}
+
+// When the socket's buffer cannot take what send writes, the write says so
+// with what it took, and ReadAfter returns at once, having read nothing.
+func TestReadAfterFullBuffer(t *testing.T) {
+	x, c, _ := tcpPair(t)
+	c.SetWriteBuffer(4 << 10)
+	big := make([]byte, 8<<20) // the peer reads nothing: the buffers fill
+	var wrote int
+	var werr error
+	send := func(write func([]byte) (int, error)) bool {
+		wrote, werr = write(big)
+		return werr == nil
+	}
+	n, sent, err := x.ReadAfter(send, make([]byte, 8))
+	if n != 0 || sent || err != nil || !errors.Is(werr, ErrWouldBlock) || wrote == 0 || wrote >= len(big) {
+		t.Fatalf("read %d, sent %v, %v; write took %d of %d, %v", n, sent, err, wrote, len(big), werr)
+	}
+}
+
+// TryRead takes what the socket holds and does not wait when it holds nothing.
+func TestTryRead(t *testing.T) {
+	x, _, peer := tcpPair(t)
+	buf := make([]byte, 16)
+	if n, ok, err := x.TryRead(buf); n != 0 || ok || err != nil {
+		t.Fatalf("empty socket: %d, %v, %v", n, ok, err)
+	}
+	peer.Write([]byte("data"))
+	var n int
+	var ok bool
+	var err error
+	for range 1000 { // the bytes cross the loopback: look until they are there
+		if n, ok, err = x.TryRead(buf); ok {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !ok || err != nil || string(buf[:n]) != "data" {
+		t.Fatalf("read %q, %v, %v", buf[:n], ok, err)
+	}
+	peer.CloseWrite()
+	for range 1000 {
+		if n, ok, err = x.TryRead(buf); ok {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n != 0 || !ok || err != io.EOF {
+		t.Fatalf("after the peer's close: %d, %v, %v; want io.EOF", n, ok, err)
+	}
+}
+
+// ReadAfter allocates nothing.
+func TestReadAfterNoAllocations(t *testing.T) {
+	x, _, peer := tcpPair(t)
+	msg := []byte("ping")
+	buf := make([]byte, 16)
+	pbuf := make([]byte, 16)
+	send := func(write func([]byte) (int, error)) bool { _, err := write(msg); return err == nil }
+	go func() {
+		for {
+			if _, err := io.ReadFull(peer, pbuf[:len(msg)]); err != nil {
+				return
+			}
+			peer.Write(msg)
+		}
+	}()
+	allocs := testing.AllocsPerRun(200, func() {
+		if n, sent, err := x.ReadAfter(send, buf[:len(msg)]); err != nil || !sent || n == 0 {
+			t.Fatal(n, sent, err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per ReadAfter", allocs)
+	}
+}
