@@ -42,7 +42,6 @@ func newClientConn(c net.Conn, idle time.Duration) *clientConn {
 	cc := &clientConn{Conn: c, idle: idle}
 	if rc := rawio.Wrap(c); rc != nil {
 		cc.Conn, cc.raw = rc, rc
-		cc.sendStep = cc.sendNow
 	}
 	return cc
 }
@@ -55,8 +54,8 @@ func newClientConn(c net.Conn, idle time.Duration) *clientConn {
 type clientConn struct {
 	net.Conn // a rawio.Conn when the listener's is TCP
 	idle     time.Duration
-	// raw is Conn when it is a rawio.Conn, and sendStep its sendNow as a
-	// method value, made once (see awaitNext).
+	// raw is Conn when it is a rawio.Conn, and sendStep sendNow as a method
+	// value, made at the first awaitNext.
 	raw      *rawio.Conn
 	sendStep func(write func([]byte) (int, error)) bool
 	// slow is set once a request did not come within awaitLimit of the answer
@@ -302,6 +301,9 @@ func (c *clientConn) awaitNext(p []byte) (n int, ok bool, err error) {
 		if c.raw.SetReadDeadline(limit) != nil {
 			return 0, false, nil
 		}
+	}
+	if c.sendStep == nil {
+		c.sendStep = c.sendNow
 	}
 	n, sent, err := c.raw.ReadAfter(c.sendStep, p)
 	if bounded {

@@ -71,7 +71,6 @@ func Wrap(c net.Conn) *Conn {
 	x := &Conn{TCPConn: tc, rc: rc, remote: tc.RemoteAddr()}
 	x.rd.wait, x.rd.step = rc.Read, x.readStep
 	x.wr.wait, x.wr.step = rc.Write, x.writeStep
-	x.aw.step, x.aw.write, x.aw.try = x.awaitStep, x.writeNow, x.tryStep
 	return x
 }
 
@@ -147,7 +146,8 @@ func (x *Conn) writeStep(fd uintptr) bool {
 }
 
 // await is the state of ReadAfter: the caller's send, and the steps and the
-// write handed to RawConn and to send (method values made once).
+// write handed to RawConn and to send (method values made at their first
+// use: an upstream connection never makes them).
 type await struct {
 	send  func(write func([]byte) (int, error)) bool
 	step  func(uintptr) bool
@@ -183,6 +183,9 @@ var ErrWouldBlock = errors.New("rawio: the socket's buffer is full")
 func (x *Conn) ReadAfter(send func(write func([]byte) (int, error)) bool, p []byte) (n int, sent bool, err error) {
 	if len(p) == 0 {
 		return 0, false, nil
+	}
+	if x.aw.step == nil {
+		x.aw.step, x.aw.write = x.awaitStep, x.writeNow
 	}
 	x.aw.send, x.aw.sent = send, false
 	n, err = x.rd.runWith(p, x.aw.step)
@@ -227,6 +230,9 @@ func (x *Conn) writeNow(p []byte) (int, error) {
 func (x *Conn) TryRead(p []byte) (n int, ok bool, err error) {
 	if len(p) == 0 {
 		return 0, true, nil
+	}
+	if x.aw.try == nil {
+		x.aw.try = x.tryStep
 	}
 	x.aw.empty = false
 	n, err = x.rd.runWith(p, x.aw.try)
