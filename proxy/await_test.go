@@ -233,17 +233,9 @@ func TestAwaitClose(t *testing.T) {
 // answer, and then one sent before its answer (pipelined), all get their
 // answers, in order.
 func TestAwaitedCallsThroughTheGateway(t *testing.T) {
-	e := newEnv(t, nil)
-	conn, err := net.Dial("tcp", e.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(30 * time.Second)) // a hung test fails, it does not time anything
+	conn := dialGateway(t, newEnv(t, nil))
 	call := func(i int) string {
-		body := fmt.Sprintf(`{"model":"plain-model","messages":[{"role":"user","content":"call %d"}]}`, i)
-		return fmt.Sprintf("POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\n"+
-			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", keyA, len(body), body)
+		return rawChat(keyA, "", fmt.Sprintf(`{"model":"plain-model","messages":[{"role":"user","content":"call %d"}]}`, i))
 	}
 	br := bufio.NewReader(conn)
 	answer := func(i int) {

@@ -235,3 +235,24 @@ func listenGateway(tb testing.TB, cfg *config.Config, opts Options) (*Gateway, *
 	tb.Cleanup(func() { srv.Shutdown() })
 	return gw, srv, ln
 }
+
+// dialGateway connects to e's gateway over TCP. The connection closes with
+// the test, and a read or write on it that hangs fails after 30 s: a hung
+// test fails, it does not time anything.
+func dialGateway(t *testing.T, e *testEnv) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", e.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	return conn
+}
+
+// rawChat is a chat completion call with body as a client writes it, key's,
+// with the header lines extra (each ending in CRLF).
+func rawChat(key, extra, body string) string {
+	return fmt.Sprintf("POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s", key, extra, len(body), body)
+}

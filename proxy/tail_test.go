@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -17,23 +15,16 @@ import (
 // leaves before the next answer, and a last call with Connection: close gets
 // its end before the connection closes.
 func TestPipelinedStreamsEndWhole(t *testing.T) {
-	e := newEnv(t, nil)
-	conn, err := net.Dial("tcp", e.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(30 * time.Second)) // a hung test fails, it does not time anything
+	conn := dialGateway(t, newEnv(t, nil))
 	const calls = 4
 	var reqs strings.Builder
 	for i := range calls {
 		body := fmt.Sprintf(`{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"call %d"}]}`, i)
-		closing := ""
+		extra := "x-sim-events: 5\r\n"
 		if i == calls-1 {
-			closing = "Connection: close\r\n"
+			extra += "Connection: close\r\n"
 		}
-		fmt.Fprintf(&reqs, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\n"+
-			"Content-Type: application/json\r\nx-sim-events: 5\r\n%sContent-Length: %d\r\n\r\n%s", keyA, closing, len(body), body)
+		reqs.WriteString(rawChat(keyA, extra, body))
 	}
 	if _, err := conn.Write([]byte(reqs.String())); err != nil { // all at once: pipelined
 		t.Fatal(err)
