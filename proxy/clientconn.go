@@ -227,7 +227,7 @@ func (c *clientConn) SetDeadline(t time.Time) error {
 // scanned, and if they hold the head's end already, and it is not CRLF CRLF
 // (see headScan), the read fails with errHeadEnd instead of waiting.
 func (c *clientConn) Read(p []byte) (int, error) {
-	if c.raw != nil && !c.slow && !c.early && c.holding.Load() {
+	if c.raw != nil && !c.slow && !c.early && !c.draining && c.holding.Load() {
 		if n, ok, err := c.awaitNext(p); ok {
 			return c.took(p, n, err)
 		}

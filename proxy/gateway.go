@@ -151,9 +151,9 @@ func (g *Gateway) route(ctx *fasthttp.RequestCtx) {
 // request: the answer is then written inside that read's wait, which saves
 // the read that would find nothing (see clientConn.awaitNext). A streamed
 // answer is not held: its bytes go as they come, and its relay holds its end
-// itself (upstream.Relay's tail).
+// itself (upstream.Relay's tail); nor is one a hijacked connection writes.
 func holdAnswer(ctx *fasthttp.RequestCtx) {
-	if ctx.Response.IsBodyStream() {
+	if ctx.Response.IsBodyStream() || ctx.Hijacked() {
 		return
 	}
 	if cc, ok := ctx.Conn().(*clientConn); ok {
