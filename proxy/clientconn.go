@@ -61,8 +61,7 @@ type clientConn struct {
 	// slow is set once a request did not come within awaitLimit of the answer
 	// before it, and cleared by one that did; early once the client sent a
 	// request before it had the answer before it (HTTP/1.1 pipelining). The
-	// next request is awaited (see awaitNext) while neither is set; timed
-	// notes that the answer just sent is timed to clear slow.
+	// next request is awaited (see awaitNext) while neither is set.
 	slow, early bool
 	// holding is set by HoldTail; mu guards held and the writes made while
 	// holding, against a Close from another goroutine.
