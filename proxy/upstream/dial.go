@@ -167,18 +167,21 @@ func (c *deadlineConn) pinIdle() { c.whole = true }
 // armRead sets the read deadline for the next read: firstByte while an answer
 // is awaited, and for the rest of its head the same deadline; idle after it,
 // from each read or, for a whole body, from its first.
-func (c *deadlineConn) armRead() error {
+func (c *deadlineConn) armRead() error { return c.armReadAt(time.Now()) }
+
+// armReadAt is armRead at now.
+func (c *deadlineConn) armReadAt(now time.Time) error {
 	d := c.idle
 	switch {
 	case c.awaiting:
 		d = c.firstByte
 	case c.pinned:
-		c.lastRead = time.Now()
+		c.lastRead = now
 		return nil
 	case c.whole:
 		c.pinned = true // once armed below
 	}
-	c.lastRead = time.Now()
+	c.lastRead = now
 	if d <= 0 {
 		return nil
 	}
@@ -210,11 +213,15 @@ const awaitAfter = time.Second
 // early) and on a connection that is new or was read from within
 // awaitAfter; otherwise it flushes and the read finds what is there.
 func (c *deadlineConn) flushAwait(bw *bufio.Writer) error {
-	if c.raw == nil || c.awaiting || (c.answers > 0 && time.Since(c.lastRead) > awaitAfter) {
+	if c.raw == nil || c.awaiting {
+		return bw.Flush()
+	}
+	now := time.Now() // one clock read for the check and the deadline
+	if c.answers > 0 && now.Sub(c.lastRead) > awaitAfter {
 		return bw.Flush()
 	}
 	c.awaiting = true // the answer's deadline, armed before the wait
-	err := c.armRead()
+	err := c.armReadAt(now)
 	c.awaiting = false // Write decides whether the connection is reused
 	if err != nil {
 		return err
