@@ -179,6 +179,81 @@ func TestAwaitReadDeadline(t *testing.T) {
 	}
 }
 
+// Waits in quick succession share one bound: the deadline is set anew only
+// when the bound in force has less than awaitReuse left.
+func TestAwaitBoundKept(t *testing.T) {
+	c, client := awaitPair(t)
+	if got := answerAndRead(t, c, client, "answer", "first", 0); got != "first" {
+		t.Fatalf("server read %q", got)
+	}
+	first := c.bound
+	if first.IsZero() {
+		t.Fatal("no bound in force after an awaited request")
+	}
+	start := time.Now()
+	if got := answerAndRead(t, c, client, "answer", "second", 0); got != "second" {
+		t.Fatalf("server read %q", got)
+	}
+	switch left := first.Sub(start); {
+	case left >= awaitReuse && !c.bound.Equal(first):
+		t.Fatalf("the bound moved though %v of it was left", left)
+	case left >= awaitReuse:
+	case !c.bound.After(first): // a loaded machine: the second wait came late
+		t.Fatalf("only %v of the bound was left, and it was not set anew", left)
+	}
+}
+
+// A read that is not a wait (here, for the rest of a request's body) puts the
+// connection's own deadline back: it does not fail when the bound passes.
+func TestAwaitBoundNotForOtherReads(t *testing.T) {
+	c, client := awaitPair(t)
+	if got := answerAndRead(t, c, client, "answer", "head", 0); got != "head" {
+		t.Fatalf("server read %q", got)
+	}
+	if c.bound.IsZero() {
+		t.Fatal("no bound in force after an awaited request")
+	}
+	go func() {
+		time.Sleep(2 * awaitLimit)
+		client.Write([]byte("body"))
+	}()
+	p := make([]byte, 16)
+	n, err := serverRead(t, c, p)
+	if err != nil || string(p[:n]) != "body" {
+		t.Fatalf("server read %q, %v; want the body sent after the bound", p[:n], err)
+	}
+	if !c.bound.IsZero() {
+		t.Fatal("the bound is still in force after a read that is not a wait")
+	}
+}
+
+// While a bound is in force, a read deadline after it is only noted, and
+// one before it takes effect at once.
+func TestAwaitBoundAndReadDeadline(t *testing.T) {
+	c, client := awaitPair(t)
+	if got := answerAndRead(t, c, client, "answer", "first", 0); got != "first" {
+		t.Fatalf("server read %q", got)
+	}
+	bound := c.bound
+	later := time.Now().Add(time.Minute)
+	if err := c.SetReadDeadline(later); err != nil {
+		t.Fatal(err)
+	}
+	if !c.bound.Equal(bound) || !c.readDeadline.Equal(later) {
+		t.Fatalf("bound %v, deadline %v after a later deadline; want the bound kept and the deadline noted", c.bound, c.readDeadline)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if !c.bound.IsZero() {
+		t.Fatal("a deadline before the bound did not replace it")
+	}
+	_, err := serverRead(t, c, make([]byte, 8))
+	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("err %v, want a timeout", err)
+	}
+}
+
 // An answer larger than the socket's buffers takes leaves whole: the wait's
 // write stops where the buffer is full, and the rest is written the usual
 // way while the client reads.
@@ -254,6 +329,14 @@ func TestAwaitedCallsThroughTheGateway(t *testing.T) {
 		}
 		answer(i)
 	}
+	// A call whose body comes well after its head, the head awaited: the
+	// body's read does not fail at the wait's bound.
+	slow := call(5)
+	cut := strings.Index(slow, "\r\n\r\n") + 4 + 10
+	io.WriteString(conn, slow[:cut])
+	time.Sleep(3 * awaitLimit)
+	io.WriteString(conn, slow[cut:])
+	answer(5)
 	io.WriteString(conn, call(3))
 	time.Sleep(50 * time.Millisecond) // the gateway has read call 3 and is answering it
 	io.WriteString(conn, call(4))

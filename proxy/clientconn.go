@@ -72,8 +72,13 @@ type clientConn struct {
 	// wanted one is later by more than a sixteenth of idle, so a busy stream
 	// does not re-arm a timer on every write.
 	deadline time.Time
-	// readDeadline is the read deadline in force; see SetReadDeadline.
+	// readDeadline is the read deadline fasthttp asked for (see
+	// SetReadDeadline). It is in force but while a wait's bound is: bound is
+	// then the connection's read deadline, earlier than readDeadline, kept
+	// from one wait to the next (see awaitNext) until a read that is not a
+	// wait, or a sooner deadline, puts readDeadline back (see unbind).
 	readDeadline time.Time
+	bound        time.Time
 	// head holds the first bytes of the read that began the request being
 	// read (the first read since the last write), so that requestError can
 	// answer a request fasthttp could not parse in its family's shape.
@@ -213,7 +218,7 @@ func (c *clientConn) SetDeadline(t time.Time) error {
 	if err := c.sendHeld(); err != nil {
 		return err
 	}
-	c.deadline, c.readDeadline = time.Time{}, t
+	c.deadline, c.readDeadline, c.bound = time.Time{}, t, time.Time{}
 	return c.Conn.SetDeadline(t)
 }
 
@@ -236,6 +241,9 @@ func (c *clientConn) Read(p []byte) (int, error) {
 		sent = time.Now() // the held answer leaves now: how long until the next request?
 	}
 	if err := c.sendHeld(); err != nil {
+		return 0, err
+	}
+	if err := c.unbind(); err != nil {
 		return 0, err
 	}
 	if c.headBytes != nil {
@@ -275,8 +283,14 @@ func (c *clientConn) took(p []byte, n int, err error) (int, error) {
 }
 
 // awaitLimit bounds awaitNext's wait for a request that may already be
-// there: the first pipelined request on a connection waits this long, once.
-const awaitLimit = 20 * time.Millisecond
+// there: the first pipelined request on a connection waits this long at
+// most, once. A bound is kept for the waits that follow while at least
+// awaitReuse of it is left, so the first pipelined request waits at least
+// that long.
+const (
+	awaitLimit = 20 * time.Millisecond
+	awaitReuse = 5 * time.Millisecond
+)
 
 // awaitNext sends what is held back (the answer, or a stream's end) and
 // waits for the client's next request into p without first reading for it,
@@ -287,33 +301,43 @@ const awaitLimit = 20 * time.Millisecond
 //
 // A client that sent its next request before it had the answer (HTTP/1.1
 // pipelining) is the risk: those bytes' readiness may have been spent before
-// the wait, which then sees them only at its deadline. So the wait lasts
-// awaitLimit at most (or the connection's read deadline, when sooner): if
-// no request came by then, a read without a wait looks. Bytes there were
-// sent early: the connection's requests are read the usual way from then on.
-// Nothing there: the client is slow, and its requests are read the usual way
-// until one comes within awaitLimit of its answer.
+// the wait, which then sees them only at its deadline. So the wait is
+// bounded by a read deadline awaitLimit away (or the connection's own, when
+// sooner), which the waits that follow keep while awaitReuse of it is left:
+// each wait lasts from awaitReuse to awaitLimit at most. If no request came
+// by then, a read without a wait looks. Bytes there were sent early: the
+// connection's requests are read the usual way from then on. Nothing there:
+// the client is slow, and its requests are read the usual way until one
+// comes within awaitLimit of its answer.
 func (c *clientConn) awaitNext(p []byte) (n int, ok bool, err error) {
-	limit := time.Now().Add(awaitLimit)
+	now := time.Now()
+	limit := now.Add(awaitLimit)
 	bounded := c.readDeadline.IsZero() || limit.Before(c.readDeadline)
-	if bounded {
+	switch {
+	case !bounded:
+		if c.unbind() != nil {
+			return 0, false, nil
+		}
+	case c.bound.IsZero() || c.bound.Sub(now) < awaitReuse:
+		// Set the bound anew only when the one in force is nearly spent:
+		// a busy connection's waits share one, instead of moving the
+		// deadline's timer twice a request.
 		if c.raw.SetReadDeadline(limit) != nil {
 			return 0, false, nil
 		}
+		c.bound = limit
 	}
 	if c.sendStep == nil {
 		c.sendStep = c.sendNow
 	}
 	n, sent, err := c.raw.ReadAfter(c.sendStep, p)
-	if bounded {
-		if e := c.raw.SetReadDeadline(c.readDeadline); e != nil && err == nil {
-			err = e
-		}
-	}
 	switch {
 	case !sent:
 		return 0, false, nil
 	case bounded && n == 0 && errors.Is(err, os.ErrDeadlineExceeded):
+		if err := c.unbind(); err != nil {
+			return 0, true, err
+		}
 		n, there, err := c.raw.TryRead(p)
 		if there {
 			c.early = true
@@ -323,6 +347,16 @@ func (c *clientConn) awaitNext(p []byte) (n int, ok bool, err error) {
 		return 0, false, nil
 	}
 	return n, true, err
+}
+
+// unbind puts back the read deadline fasthttp asked for when a wait's bound
+// is in force.
+func (c *clientConn) unbind() error {
+	if c.bound.IsZero() {
+		return nil
+	}
+	c.bound = time.Time{}
+	return c.Conn.SetReadDeadline(c.readDeadline)
 }
 
 // sendNow writes what is held back with write, which does not wait for room
@@ -412,7 +446,18 @@ func (c *clientConn) Close() error {
 // deadline may thus fall up to a sixteenth of its timeout early. An earlier
 // deadline, and clearing one, always take effect. What is held back stays
 // held: the read that follows sends it.
+//
+// While a wait's bound is in force (see awaitNext), a deadline after it, or
+// none, is only noted: the bound stays until a read that is not a wait.
 func (c *clientConn) SetReadDeadline(t time.Time) error {
+	if !c.bound.IsZero() {
+		c.readDeadline = t
+		if !t.IsZero() && t.Before(c.bound) {
+			c.bound = time.Time{}
+			return c.Conn.SetReadDeadline(t)
+		}
+		return nil
+	}
 	if !upstream.DeadlineMoves(c.readDeadline, t, time.Until(t)) {
 		return nil
 	}
