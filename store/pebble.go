@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -110,6 +111,13 @@ type Pebble struct {
 
 	files atomic.Int64
 	bytes atomic.Int64
+
+	// fs and tables are where an upload builds the table it ingests (see uploadTable), with
+	// tableOpts; tableSeq names them.
+	fs        vfs.FS
+	tables    string
+	tableOpts sstable.WriterOptions
+	tableSeq  atomic.Uint64
 }
 
 var _ Store = (*Pebble)(nil)
@@ -138,17 +146,26 @@ func OpenPebble(dir string, opts PebbleOptions) (*Pebble, error) {
 	}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
-	db, err := pebble.Open(dir, &pebble.Options{
+	po := &pebble.Options{
 		FS:           fs,
 		Cache:        cache,
 		MemTableSize: opts.MemTableSize,
 		Logger:       opts.Logger,
-	})
+	}
+	po.EnsureDefaults()
+	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, openError(dir, err)
 	}
+	tables, err := openTablesDir(opts.FS, dir)
+	if err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
 	p := &Pebble{
 		db:        db,
+		fs:        opts.FS,
+		tables:    tables,
+		tableOpts: uploadTableOptions(po, db),
 		chunkSize: opts.ChunkSize,
 		now:       opts.Now,
 		locks:     stripes{seed: maphash.MakeSeed()},

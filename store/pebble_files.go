@@ -17,21 +17,25 @@ import (
 
 // PutFile streams r into chunks, runs the FileFinisher of r if it has one, then commits the
 // metadata and expiry entry in one synced batch (synced as the store's Durability says):
-// that commit is the moment the file becomes visible. Chunks are committed without sync, one
-// per batch; the synced commit that follows makes them durable too, since the WAL is written
-// and synced in order. On failure the chunks written so far are deleted; should that deletion
-// not reach the disk, the sweep of the next OpenPebble finishes it.
+// that commit is the moment the file becomes visible. The first chunk is committed without
+// sync; the synced commit that follows makes it durable too, since the WAL is written and
+// synced in order. The chunks after it go into a table of the upload's own, which Pebble
+// ingests, synced, before the metadata commit (see uploadTable). On failure the chunks
+// written so far are deleted; should that deletion not reach the disk, the sweep of the next
+// OpenPebble finishes it.
 func (p *Pebble) PutFile(f File, r io.Reader, maxSize int64) (File, error) {
 	return uploadFile(f, r, maxSize, p.chunkSize, p.beginUpload)
 }
 
-// pebbleUpload is one PutFile of the Pebble engine: its claim on the id, and the batch and
-// key its chunks are written with.
+// pebbleUpload is one PutFile of the Pebble engine: its claim on the id, the batch of its
+// first chunk, the table of the others once there are others, and the key they are written
+// under.
 type pebbleUpload struct {
 	p       *Pebble
 	f       *File
 	release func()
 	b       *pebble.Batch
+	table   *uploadTable
 	key     []byte
 	base    int // length of the chunks' key prefix in key
 }
@@ -45,23 +49,60 @@ func (p *Pebble) beginUpload(f *File) (upload, error) {
 	return &pebbleUpload{p: p, f: f, release: release, b: p.db.NewBatch(), key: key, base: len(key)}, nil
 }
 
-// put commits one chunk without waiting for the disk.
+// put commits the first chunk without waiting for the disk, and adds each later one to the
+// upload's table.
 func (u *pebbleUpload) put(idx uint32, chunk []byte) error {
 	u.key = binary.BigEndian.AppendUint32(u.key[:u.base], idx)
-	_ = u.b.Set(u.key, chunk, nil)
-	if err := u.b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("cannot write file data: %w", err)
+	if idx == 0 {
+		_ = u.b.Set(u.key, chunk, nil)
+		if err := u.b.Commit(pebble.NoSync); err != nil {
+			return fmt.Errorf("cannot write file data: %w", err)
+		}
+		return nil
 	}
-	u.b.Reset()
-	return nil
+	if u.table == nil {
+		t, err := u.p.newUploadTable()
+		if err != nil {
+			return err
+		}
+		u.table = t
+	}
+	return u.table.set(u.key, chunk)
 }
 
-func (u *pebbleUpload) commit(f *File) error { return u.p.commitFile(f) }
+// commit ingests the table, if the file has one, then makes the file visible.
+func (u *pebbleUpload) commit(f *File) error {
+	if err := u.ingestTable(); err != nil {
+		return err
+	}
+	return u.p.commitFile(f)
+}
 
-func (u *pebbleUpload) abort() error { return u.p.deleteChunks(u.f.Owner, u.f.ID) }
+// ingestTable has Pebble take the upload's table, if it has one: from then on every chunk is
+// in the store, invisible until the metadata commit.
+func (u *pebbleUpload) ingestTable() error {
+	t := u.table
+	if t == nil {
+		return nil
+	}
+	u.table = nil
+	return t.ingest(u.p.db)
+}
+
+// abort drops an unfinished table and deletes the chunks committed or ingested.
+func (u *pebbleUpload) abort() error {
+	if u.table != nil {
+		u.table.discard()
+		u.table = nil
+	}
+	return u.p.deleteChunks(u.f.Owner, u.f.ID)
+}
 
 // end closes the batch and ends the claim.
 func (u *pebbleUpload) end() {
+	if u.table != nil { // not reached by uploadFile, which commits or aborts first
+		u.table.discard()
+	}
 	u.b.Close()
 	u.release()
 }
