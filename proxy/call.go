@@ -638,7 +638,7 @@ func (c *call) relay() {
 		c.fail(upstreamError(err))
 		return
 	}
-	c.status = c.up.Begin(out)
+	c.begin(out)
 	c.setRequestIDHeader()
 	if !c.up.Streamed() {
 		body := out.Body()
@@ -670,6 +670,23 @@ func (c *call) relay() {
 	c.done = true // ownership passes to the body stream: Close releases the call
 	c.g.streamStarted(c)
 	out.SetBodyStream(c, size)
+}
+
+// begin copies the answer's status and headers to out: a small whole
+// answer's through the client's connection (see splice.go), any other one
+// header by header.
+func (c *call) begin(out *fasthttp.Response) {
+	if !c.up.Streamed() && len(out.Body()) <= spliceMaxBody {
+		if cc, ok := c.ctx.Conn().(*clientConn); ok {
+			if lines := cc.takeSplice(); lines != nil {
+				var ok bool
+				c.status, lines, ok = c.up.BeginLines(out, lines, spliceName, spliceValue)
+				cc.tookSplice(lines, ok)
+				return
+			}
+		}
+	}
+	c.status = c.up.Begin(out)
 }
 
 func (c *call) setRequestIDHeader() {

@@ -68,6 +68,9 @@ type clientConn struct {
 	holding atomic.Bool
 	mu      sync.Mutex
 	held    *[]byte // pooled; nil when nothing is held
+	// splice is a whole answer's header lines in waiting (see splice.go);
+	// once armed, under mu.
+	splice headSplice
 	// deadline is the write deadline in force; it is moved only when the
 	// wanted one is later by more than a sixteenth of idle, so a busy stream
 	// does not re-arm a timer on every write.
@@ -137,6 +140,9 @@ func (c *clientConn) hold(p []byte) (bool, error) {
 	if !c.holding.Load() {
 		return false, nil
 	}
+	if c.splice.state == spliceArmed {
+		return true, c.holdSpliced(p)
+	}
 	if c.held == nil {
 		c.held = heldPool.Get().(*[]byte)
 	}
@@ -158,8 +164,14 @@ func (c *clientConn) sendHeld() error {
 }
 
 // sendHeldLocked sends the held bytes; holding ends only once they are
-// written, so that a write racing a Close waits for them in hold.
+// written, so that a write racing a Close waits for them in hold. While an
+// answer's mark is looked for (see splice.go), it sends only the bytes
+// searched, and holding goes on: the answer is still being written, as an
+// answer is when the server reads a request that the client pipelined.
 func (c *clientConn) sendHeldLocked() error {
+	if c.splice.state == spliceArmed {
+		return c.sendSearched()
+	}
 	defer c.holding.Store(false)
 	if c.held == nil {
 		return nil
@@ -370,6 +382,9 @@ func (c *clientConn) sendNow(write func([]byte) (int, error)) bool {
 	if !c.holding.Load() || c.held == nil {
 		return false
 	}
+	if c.splice.state == spliceArmed {
+		return false // the answer is still being written: sendHeld sends what it can
+	}
 	b := *c.held
 	c.begun, c.headBytes, c.rawBounded = false, nil, false // as write does
 	n, err := write(b)
@@ -435,6 +450,7 @@ func (c *clientConn) requestHead() []byte { return c.head[:c.headN] }
 
 // Close sends what is held back, then closes the connection.
 func (c *clientConn) Close() error {
+	c.endSplice()
 	c.sendHeld()
 	return c.Conn.Close()
 }
@@ -468,6 +484,7 @@ func (c *clientConn) SetReadDeadline(t time.Time) error {
 // CloseWrite shuts the write side of the connection, for a lingering close
 // (see lingerClose).
 func (c *clientConn) CloseWrite() error {
+	c.endSplice()
 	c.sendHeld()
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()

@@ -152,13 +152,19 @@ func (g *Gateway) route(ctx *fasthttp.RequestCtx) {
 // the read that would find nothing (see clientConn.awaitNext). A streamed
 // answer is not held: its bytes go as they come, and its relay holds its end
 // itself (upstream.Relay's tail); nor is one a hijacked connection writes.
+//
+// An answer whose head the connection completes (see splice.go) is armed for
+// it here, or given its headers back when it is not held.
 func holdAnswer(ctx *fasthttp.RequestCtx) {
-	if ctx.Response.IsBodyStream() || ctx.Hijacked() {
+	cc, ok := ctx.Conn().(*clientConn)
+	if !ok {
 		return
 	}
-	if cc, ok := ctx.Conn().(*clientConn); ok {
+	held := !ctx.Response.IsBodyStream() && !ctx.Hijacked()
+	if held {
 		cc.HoldTail()
 	}
+	cc.armSplice(&ctx.Response, held)
 }
 
 // closeRequested reports whether the client's Connection header lists close

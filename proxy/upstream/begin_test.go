@@ -74,8 +74,52 @@ func clientHeadOf(r *Relay) string {
 	var out fasthttp.Response
 	out.Header.SetNoDefaultContentType(true)
 	r.Begin(&out)
+	return clientHead(r, &out, retryAfter)
+}
+
+// testMark stands for the client connection's mark in clientHeadOfLines.
+var testMark = [2][]byte{[]byte("x-mark-5f3a"), []byte("1")}
+
+// clientHeadOfLines is clientHeadOf through BeginLines: the lines it appends
+// are put in the place of the mark's line, as the client's connection does.
+func clientHeadOfLines(t *testing.T, r *Relay) string {
+	t.Helper()
+	retryAfter := r.answerHeader("Retry-After")
+	var out fasthttp.Response
+	out.Header.SetNoDefaultContentType(true)
+	lines, ok := []byte("earlier bytes"), false
+	var status int
+	status, lines, ok = r.BeginLines(&out, lines, testMark[0], testMark[1])
+	if status != r.resp.StatusCode() {
+		t.Fatalf("BeginLines returned status %d of an answer of %d", status, r.resp.StatusCode())
+	}
+	lines, found := bytes.CutPrefix(lines, []byte("earlier bytes"))
+	if !found {
+		t.Fatalf("BeginLines did not append to lines: %q", lines)
+	}
+	out.Header.SetBytesV("X-Request-Id", []byte("req-1")) // as clientHead does
+	head := out.Header.Header()
+	mark := string(testMark[0]) + ": " + string(testMark[1]) + "\r\n"
+	switch n := strings.Count(string(head), mark); {
+	case ok && n != 1, !ok && n != 0:
+		t.Fatalf("BeginLines: ok %v, the mark %d times in %q", ok, n, head)
+	case !ok && len(lines) > 0:
+		t.Fatalf("BeginLines: not ok, lines %q", lines)
+	}
+	spliced := strings.Replace(string(head), mark, string(lines), 1)
+	return clientHeadText(spliced, r, retryAfter)
+}
+
+// clientHead is the head of out, with the gateway's own request id added after the
+// answer's headers, as it is, and what the relay reads of r's answer.
+func clientHead(r *Relay, out *fasthttp.Response, retryAfter []byte) string {
+	out.Header.SetBytesV("X-Request-Id", []byte("req-1"))
+	return clientHeadText(string(out.Header.Header()), r, retryAfter)
+}
+
+func clientHeadText(head string, r *Relay, retryAfter []byte) string {
 	var b strings.Builder
-	for line := range strings.SplitSeq(string(out.Header.Header()), "\r\n") {
+	for line := range strings.SplitSeq(head, "\r\n") {
 		if !strings.HasPrefix(line, "Date: ") {
 			b.WriteString(line + "\r\n")
 		}
@@ -105,8 +149,16 @@ func sameAsFasthttp(t *testing.T, head []byte) (read bool) {
 	case fastLeft != slowLeft:
 		t.Fatalf("head %q: %d bytes left unread, fasthttp leaves %d", head, fastLeft, slowLeft)
 	}
-	if got, want := clientHeadOf(fast), clientHeadOf(slow); got != want {
+	want := clientHeadOf(slow)
+	if got := clientHeadOf(fast); got != want {
 		t.Fatalf("head %q:\ngot  %q\nwant %q", head, got, want)
+	}
+	// Through BeginLines, from either reader's relay, the client gets the same head.
+	for _, fast := range []bool{true, false} {
+		r, _, _ := relayOf(t, head, fast)
+		if got := clientHeadOfLines(t, r); got != want {
+			t.Fatalf("head %q, by BeginLines (transport's read %v):\ngot  %q\nwant %q", head, fast, got, want)
+		}
 	}
 	return read
 }

@@ -3,6 +3,7 @@ package upstream
 import (
 	"bufio"
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -38,11 +39,15 @@ var answerHeads = map[string]string{
 }
 
 // BenchmarkAnswerHead reads an answer's head as the transport does and
-// copies it to the client's response as Begin does.
+// copies it to the client's response as Begin does ("/begin"), or as
+// BeginLines does ("/lines"), and writes the client's head.
 func BenchmarkAnswerHead(b *testing.B) {
-	for _, fam := range []string{"beta", "alpha"} {
-		b.Run(fam, func(b *testing.B) {
+	for _, name := range []string{"beta/begin", "beta/lines", "alpha/begin", "alpha/lines"} {
+		fam, mode, _ := strings.Cut(name, "/")
+		b.Run(name, func(b *testing.B) {
 			head := []byte(answerHeads[fam])
+			var lines, written []byte
+			mark := []byte(string(testMark[0]) + ": " + string(testMark[1]) + "\r\n")
 			d := unreachableDeployment(fam, config.Health{})
 			var r Relay
 			var out fasthttp.Response
@@ -58,7 +63,16 @@ func BenchmarkAnswerHead(b *testing.B) {
 				if _, err := readHead(br, false, &r.resp, &r.head); err != nil {
 					b.Fatal(err)
 				}
-				r.Begin(&out)
+				if mode == "begin" {
+					r.Begin(&out)
+					written = append(written[:0], out.Header.Header()...)
+					continue
+				}
+				_, lines, _ = r.BeginLines(&out, lines[:0], testMark[0], testMark[1])
+				// as the client's connection puts the lines in the mark's place
+				h := out.Header.Header()
+				at := bytes.Index(h, mark)
+				written = append(append(append(written[:0], h[:at]...), lines...), h[at+len(mark):]...)
 			}
 		})
 	}

@@ -1,0 +1,252 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// recordConn is a connection that keeps what is written to it.
+type recordConn struct {
+	net.Conn
+	out    bytes.Buffer
+	writes int
+}
+
+func (r *recordConn) Write(p []byte) (int, error) {
+	r.writes++
+	return r.out.Write(p)
+}
+func (r *recordConn) SetWriteDeadline(time.Time) error { return nil }
+func (r *recordConn) SetReadDeadline(time.Time) error  { return nil }
+func (r *recordConn) SetDeadline(time.Time) error      { return nil }
+func (r *recordConn) Close() error                     { return nil }
+
+const spliceTestLines = "openai-processing-ms: 12\r\nx-ratelimit-limit-requests: 10000\r\ncf-ray: 8f1\r\n"
+
+// takenSplice is a connection whose answer began with the mark: its lines
+// are spliceTestLines, and resp carries the mark.
+func takenSplice(t *testing.T) (*clientConn, *recordConn, *fasthttp.Response) {
+	t.Helper()
+	rc := &recordConn{}
+	c := newClientConn(rc, time.Minute)
+	lines := c.takeSplice()
+	if lines == nil {
+		t.Fatal("a new connection cannot take a splice")
+	}
+	c.tookSplice(append(lines, spliceTestLines...), true)
+	if c.takeSplice() != nil {
+		t.Fatal("a second splice was taken while the first waits")
+	}
+	resp := new(fasthttp.Response)
+	resp.Header.DisableNormalizing()
+	resp.Header.AddBytesKV(spliceName, spliceValue)
+	resp.Header.Set("X-Request-Id", "req-1")
+	resp.SetBodyString(`{"id":"x"}`)
+	return c, rc, resp
+}
+
+// answerBytes is resp as fasthttp writes it, and as the client must get it,
+// the mark's line replaced by the lines.
+func answerBytes(t *testing.T, resp *fasthttp.Response) (written, want []byte) {
+	t.Helper()
+	var b bytes.Buffer
+	bw := bufio.NewWriter(&b)
+	if err := resp.Write(bw); err != nil {
+		t.Fatal(err)
+	}
+	bw.Flush()
+	written = b.Bytes()
+	if bytes.Count(written, spliceLine) != 1 {
+		t.Fatalf("the answer does not carry the mark once: %q", written)
+	}
+	return written, bytes.Replace(written, spliceLine, []byte(spliceTestLines), 1)
+}
+
+// The held answer's bytes, in writes cut anywhere, the mark's line among
+// them, after earlier bytes of any length (past heldCap too), reach the
+// client with the lines in the mark's place; no byte of the mark is sent.
+func TestSpliceAcrossWrites(t *testing.T) {
+	for _, earlier := range []int{0, 100, heldCap - 50, heldCap + 3000} {
+		for cut := 0; cut <= 400; cut += 7 {
+			c, rc, resp := takenSplice(t)
+			written, want := answerBytes(t, resp)
+			before := bytes.Repeat([]byte("e"), earlier)
+			c.HoldTail()
+			if earlier > 0 { // an earlier answer's bytes, held before this one's handler ended
+				c.Write(before[:earlier/2])
+			}
+			c.armSplice(resp, true)
+			all := append(append([]byte{}, before[earlier/2:]...), written...)
+			cut := min(cut, len(all))
+			for _, p := range [][]byte{all[:cut], all[cut:]} {
+				if _, err := c.Write(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.splice.state != spliceNone {
+				t.Fatalf("earlier %d, cut %d: the mark was not found", earlier, cut)
+			}
+			if err := c.sendHeld(); err != nil {
+				t.Fatal(err)
+			}
+			got := rc.out.Bytes()
+			if !bytes.Equal(got, append(before, want...)) {
+				t.Fatalf("earlier %d, cut %d: the client got\n%q\nwant\n%q", earlier, cut, got[earlier:], want)
+			}
+		}
+	}
+}
+
+// An answer replaced after it began (an error written instead) does not
+// carry the mark: its bytes go as they are, and the next answer can splice.
+func TestSpliceAnswerReplaced(t *testing.T) {
+	c, rc, resp := takenSplice(t)
+	resp.Header.Reset()
+	resp.SetStatusCode(500)
+	resp.SetBodyString("store down")
+	c.HoldTail()
+	c.armSplice(resp, true)
+	if c.splice.state != spliceNone {
+		t.Fatal("a splice was armed for an answer without the mark")
+	}
+	written, _ := answerBytesPlain(t, resp)
+	c.Write(written)
+	c.sendHeld()
+	if !bytes.Equal(rc.out.Bytes(), written) {
+		t.Fatalf("client got %q, want %q", rc.out.Bytes(), written)
+	}
+	if c.takeSplice() == nil {
+		t.Fatal("the next answer cannot splice")
+	}
+}
+
+func answerBytesPlain(t *testing.T, resp *fasthttp.Response) ([]byte, error) {
+	t.Helper()
+	var b bytes.Buffer
+	bw := bufio.NewWriter(&b)
+	err := resp.Write(bw)
+	bw.Flush()
+	return b.Bytes(), err
+}
+
+// An answer that is not held gets its lines back as headers, after the
+// ones fasthttp had: the mark is gone from it.
+func TestSpliceNotHeld(t *testing.T) {
+	c, _, resp := takenSplice(t)
+	c.armSplice(resp, false)
+	if c.splice.state != spliceNone {
+		t.Fatal("a splice stays for an answer that is not held")
+	}
+	head := string(resp.Header.Header())
+	if strings.Contains(head, string(spliceName)) {
+		t.Fatalf("the mark is still in %q", head)
+	}
+	want := "X-Request-Id: req-1\r\n" + spliceTestLines
+	if !strings.Contains(head, want) {
+		t.Fatalf("head %q lacks %q", head, want)
+	}
+}
+
+// While the mark is looked for, a read (the server reading a request the
+// client pipelined, with this answer still in its buffer) sends only the
+// bytes searched, and the holding goes on; so does a deadline's change.
+// Closing gives the search up and sends what is held as it is.
+func TestSpliceWhileReading(t *testing.T) {
+	c, rc, resp := takenSplice(t)
+	written, want := answerBytes(t, resp)
+	c.HoldTail()
+	c.armSplice(resp, true)
+	at := bytes.Index(written, spliceLine) + 5 // inside the mark's line
+	c.Write(written[:at])
+	c.sendHeld() // as Read and SetWriteDeadline do
+	if got := rc.out.Len(); got > at-5 || got < at-len(spliceLine) {
+		t.Fatalf("sent %d bytes of %d held, the mark's line starting at %d", got, at, at-5)
+	}
+	if !c.holding.Load() || c.splice.state != spliceArmed {
+		t.Fatal("the holding or the search ended while the answer is written")
+	}
+	c.Write(written[at:])
+	c.sendHeld()
+	if !bytes.Equal(rc.out.Bytes(), want) {
+		t.Fatalf("client got %q, want %q", rc.out.Bytes(), want)
+	}
+
+	c, rc, resp = takenSplice(t)
+	written, _ = answerBytes(t, resp)
+	c.HoldTail()
+	c.armSplice(resp, true)
+	c.Write(written[:at])
+	c.Close()
+	got := rc.out.Bytes()
+	if !bytes.HasPrefix(written, got) || bytes.Contains(got, spliceName[:len("x-modelgate-")+4]) || c.splice.state != spliceNone {
+		t.Fatalf("closed: client got %q, splice %v; want the bytes before the mark", got, c.splice.state)
+	}
+}
+
+// An answer replaced by a large one after it began is not held for the
+// mark: its lines go back into it as headers.
+func TestSpliceAnswerGrew(t *testing.T) {
+	c, _, resp := takenSplice(t)
+	resp.SetBody(bytes.Repeat([]byte("a"), spliceMaxBody+1))
+	c.HoldTail()
+	c.armSplice(resp, true)
+	if c.splice.state != spliceNone {
+		t.Fatal("a splice was armed for a large answer")
+	}
+	if head := string(resp.Header.Header()); strings.Contains(head, string(spliceName)) || !strings.Contains(head, spliceTestLines) {
+		t.Fatalf("head %q", head)
+	}
+}
+
+// Whole answers through the gateway, pipelined or not, reach the client with
+// the upstream's headers, once each, in the upstream's order, and without
+// the mark.
+func TestSplicedAnswersThroughTheGateway(t *testing.T) {
+	conn := dialGateway(t, newEnv(t, nil))
+	br := bufio.NewReader(conn)
+	call := func(i int) string {
+		return rawChat(keyA, "", fmt.Sprintf(`{"model":"plain-model","messages":[{"role":"user","content":"call %d"}]}`, i))
+	}
+	var order string
+	answer := func(i int) {
+		t.Helper()
+		var resp fasthttp.Response
+		resp.Header.DisableNormalizing()
+		if err := resp.Read(br); err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		head := string(resp.Header.Header())
+		if resp.StatusCode() != 200 || strings.Contains(head, "x-modelgate-") {
+			t.Fatalf("answer %d: status %d, head %q", i, resp.StatusCode(), head)
+		}
+		var names []string
+		for name := range resp.Header.All() {
+			names = append(names, string(name))
+		}
+		got := strings.Join(names, ",")
+		if !strings.Contains(got, "x-ratelimit-limit-requests") || !strings.Contains(got, "X-Request-Id") {
+			t.Fatalf("answer %d: headers %s", i, got)
+		}
+		if order == "" {
+			order = got
+		} else if got != order {
+			t.Fatalf("answer %d: headers\n%s\nwant\n%s", i, got, order)
+		}
+	}
+	io.WriteString(conn, call(0))
+	answer(0)
+	io.WriteString(conn, call(1)+call(2)+call(3)) // pipelined
+	for i := 1; i <= 3; i++ {
+		answer(i)
+	}
+	io.WriteString(conn, call(4))
+	answer(4)
+}
