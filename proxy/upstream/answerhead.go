@@ -3,6 +3,7 @@ package upstream
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"io"
 	"strings"
 	"sync"
@@ -191,6 +192,9 @@ func headerLine(buf []byte, off int) (headerAt, int, bool) {
 	for i++; i < len(buf) && (buf[i] == ' ' || buf[i] == '\t'); i++ {
 	}
 	value := i
+	for i+8 <= len(buf) && plainValueBytes(binary.LittleEndian.Uint64(buf[i:])) {
+		i += 8
+	}
 	for i < len(buf) && validHeaderValue[buf[i]] == 1 {
 		i++
 	}
@@ -199,6 +203,17 @@ func headerLine(buf []byte, off int) (headerAt, int, bool) {
 		return headerAt{}, 0, false
 	}
 	return headerAt{uint32(off), uint32(colon), uint32(value), uint32(end)}, i + 2, true
+}
+
+// plainValueBytes reports whether none of the 8 bytes in x is below SP or DEL:
+// each may then be in a value (see validHeaderValue), and the scan takes them
+// at once. A tab, also allowed, is taken by the byte-wise scan after it.
+func plainValueBytes(x uint64) bool {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	below := (x - lsb*' ') &^ x & msb // a byte under 0x20 (bytes of 0x80 and up excluded by &^ x)
+	d := x ^ (lsb * 0x7f)
+	del := (d - lsb) &^ d & msb // a byte equal to DEL
+	return below|del == 0
 }
 
 // special notes a header that frames the answer or that fasthttp keeps
