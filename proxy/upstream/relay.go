@@ -168,6 +168,11 @@ func (r *Relay) Begin(out *fasthttp.Response) int {
 // a header under load). ok is false, and Begin's work done instead, when the
 // upstream's Connection header names other headers (Begin drops those) or no
 // header went to lines.
+//
+// out no longer sees the headers in lines: one set on it later under the same
+// name (Header.Set) is added, not put in their place. The gateway sets only
+// headers that are stripped from an answer (its request ids); a stream, whose
+// relay sets Cache-Control, is begun by Begin.
 func (r *Relay) BeginLines(out *fasthttp.Response, lines, markName, markValue []byte) (status int, _ []byte, ok bool) {
 	hopByHop := false
 	r.eachAnswerHeader(func(name, value []byte) bool {
