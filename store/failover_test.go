@@ -94,6 +94,9 @@ func TestRedisFailover(t *testing.T) {
 	})
 	close(stop)
 	wg.Wait()
+	// Reads are checked once every node sees the cluster whole: the node that rejoined may
+	// answer CLUSTERDOWN until it has the new configuration.
+	eventually(t, "every node sees the cluster ok", func() bool { return redistest.AllOK(c) })
 
 	if len(log.other) > 0 {
 		t.Fatalf("%d writes failed with another error than ErrUnavailable, the first: %v", len(log.other), log.other[0])

@@ -168,6 +168,9 @@ func TestGatewayRedisFailover(t *testing.T) {
 	})
 	close(stop)
 	wg.Wait()
+	// Reads are checked once every node sees the cluster whole: the node that rejoined may
+	// answer CLUSTERDOWN until it has the new configuration.
+	eventually(t, func() string { return "every node sees the cluster ok" }, func() bool { return redistest.AllOK(c) })
 	checkAcked(t, g, log)
 }
 

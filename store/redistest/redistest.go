@@ -192,3 +192,19 @@ func OK(c rueidis.Client, killed int) bool {
 	}
 	return false
 }
+
+// AllOK reports whether every node the client knows sees the cluster ok: a
+// failover has settled, a node that rejoined included. Until then a node
+// that still sees a slot uncovered answers CLUSTERDOWN.
+func AllOK(c rueidis.Client) bool {
+	nodes := c.Nodes()
+	for _, node := range nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		info, err := node.Do(ctx, node.B().ClusterInfo().Build()).ToString()
+		cancel()
+		if err != nil || !strings.Contains(info, "cluster_state:ok") {
+			return false
+		}
+	}
+	return len(nodes) > 0
+}
