@@ -672,11 +672,11 @@ func (c *call) relay() {
 	out.SetBodyStream(c, size)
 }
 
-// begin copies the answer's status and headers to out: a small whole
-// answer's through the client's connection (see splice.go), any other one
-// header by header.
+// begin copies the answer's status and headers to out: a stream's and a
+// small whole answer's through the client's connection (see splice.go), a
+// larger one's header by header.
 func (c *call) begin(out *fasthttp.Response) {
-	if !c.up.Streamed() && len(out.Body()) <= spliceMaxBody {
+	if c.up.Streamed() || len(out.Body()) <= spliceMaxBody {
 		if cc, ok := c.ctx.Conn().(*clientConn); ok {
 			if lines := cc.takeSplice(); lines != nil {
 				var ok bool

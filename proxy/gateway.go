@@ -160,11 +160,15 @@ func holdAnswer(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	held := !ctx.Response.IsBodyStream() && !ctx.Hijacked()
-	if held {
+	switch {
+	case ctx.Hijacked():
+		cc.armSplice(&ctx.Response, heldNot)
+	case ctx.Response.IsBodyStream():
+		cc.armSplice(&ctx.Response, heldHead)
+	default:
 		cc.HoldTail()
+		cc.armSplice(&ctx.Response, heldWhole)
 	}
-	cc.armSplice(&ctx.Response, held)
 }
 
 // closeRequested reports whether the client's Connection header lists close

@@ -33,9 +33,10 @@ import (
 // written (pipelining), and a response changed after the answer began (an
 // error written instead) take fasthttp's calls as before.
 
-// spliceMaxBody bounds the body of an answer whose head is spliced: the bytes
-// held while the mark is looked for are its and at most fasthttp's write
-// buffer of the answers before it. A larger body makes the head's cost small.
+// spliceMaxBody bounds the body of a whole answer whose head is spliced: the
+// bytes held while the mark is looked for are its and at most fasthttp's
+// write buffer of the answers before it. A larger body makes the head's cost
+// small. A stream's head is held alone: it is sent once the mark is replaced.
 const spliceMaxBody = 16 << 10
 
 var (
@@ -56,8 +57,19 @@ func newSpliceName() []byte {
 type headSplice struct {
 	lines *[]byte // from splicePool while taken or armed
 	state spliceState
-	from  int // where in the held bytes the search for the mark goes on
+	from  int  // where in the held bytes the search for the mark goes on
+	flush bool // a stream's head: sent as soon as the mark is replaced
 }
+
+// spliceHold says how the connection holds the answer whose handler
+// returned (see armSplice).
+type spliceHold uint8
+
+const (
+	heldWhole spliceHold = iota // a whole answer, held until the next read
+	heldHead                    // a stream: its head, held until the mark is replaced
+	heldNot                     // not held (a hijacked connection)
+)
 
 type spliceState uint8
 
@@ -105,9 +117,10 @@ func (c *clientConn) dropSplice() {
 
 // armSplice is called once the handler of an answer that took the splice
 // returned: if resp still carries the mark and the connection holds the
-// answer, its bytes are searched for the mark as they come; if resp carries
-// it and the answer is not held, the lines go back into resp as headers.
-func (c *clientConn) armSplice(resp *fasthttp.Response, held bool) {
+// answer (how), its bytes are searched for the mark as they come; a stream's
+// are held for that alone, and sent once it is replaced. If resp carries the
+// mark and is not held, the lines go back into it as headers.
+func (c *clientConn) armSplice(resp *fasthttp.Response, how spliceHold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.splice.state != spliceTaken {
@@ -117,7 +130,9 @@ func (c *clientConn) armSplice(resp *fasthttp.Response, held bool) {
 		c.dropSplice()
 		return
 	}
-	if !held || len(resp.Body()) > spliceMaxBody { // not held, or replaced by a large answer
+	// A whole answer replaced by a large one is not held for the search.
+	// (Body is not asked of a stream: it would read the stream.)
+	if how == heldNot || how == heldWhole && len(resp.Body()) > spliceMaxBody {
 		resp.Header.DelBytes(spliceName)
 		for lines := *c.splice.lines; len(lines) > 0; {
 			line, rest, _ := bytes.Cut(lines, []byte("\r\n"))
@@ -127,6 +142,10 @@ func (c *clientConn) armSplice(resp *fasthttp.Response, held bool) {
 		}
 		c.dropSplice()
 		return
+	}
+	if how == heldHead {
+		c.holding.Store(true)
+		c.splice.flush = true
 	}
 	c.splice.state, c.splice.from = spliceArmed, 0
 	if c.held != nil {
@@ -146,8 +165,9 @@ func (c *clientConn) holdSpliced(p []byte) error {
 	h := *c.held
 	if i := bytes.Index(h[c.splice.from:], spliceLine); i >= 0 {
 		*c.held = c.putLines(h, c.splice.from+i)
+		flush := c.splice.flush
 		c.dropSplice()
-		if len(*c.held) > heldCap {
+		if flush || len(*c.held) > heldCap {
 			return c.sendHeldLocked()
 		}
 		return nil

@@ -83,7 +83,7 @@ func TestSpliceAcrossWrites(t *testing.T) {
 			if earlier > 0 { // an earlier answer's bytes, held before this one's handler ended
 				c.Write(before[:earlier/2])
 			}
-			c.armSplice(resp, true)
+			c.armSplice(resp, heldWhole)
 			all := append(append([]byte{}, before[earlier/2:]...), written...)
 			cut := min(cut, len(all))
 			for _, p := range [][]byte{all[:cut], all[cut:]} {
@@ -113,7 +113,7 @@ func TestSpliceAnswerReplaced(t *testing.T) {
 	resp.SetStatusCode(500)
 	resp.SetBodyString("store down")
 	c.HoldTail()
-	c.armSplice(resp, true)
+	c.armSplice(resp, heldWhole)
 	if c.splice.state != spliceNone {
 		t.Fatal("a splice was armed for an answer without the mark")
 	}
@@ -141,7 +141,7 @@ func answerBytesPlain(t *testing.T, resp *fasthttp.Response) ([]byte, error) {
 // ones fasthttp had: the mark is gone from it.
 func TestSpliceNotHeld(t *testing.T) {
 	c, _, resp := takenSplice(t)
-	c.armSplice(resp, false)
+	c.armSplice(resp, heldNot)
 	if c.splice.state != spliceNone {
 		t.Fatal("a splice stays for an answer that is not held")
 	}
@@ -163,7 +163,7 @@ func TestSpliceWhileReading(t *testing.T) {
 	c, rc, resp := takenSplice(t)
 	written, want := answerBytes(t, resp)
 	c.HoldTail()
-	c.armSplice(resp, true)
+	c.armSplice(resp, heldWhole)
 	at := bytes.Index(written, spliceLine) + 5 // inside the mark's line
 	c.Write(written[:at])
 	c.sendHeld() // as Read and SetWriteDeadline do
@@ -182,7 +182,7 @@ func TestSpliceWhileReading(t *testing.T) {
 	c, rc, resp = takenSplice(t)
 	written, _ = answerBytes(t, resp)
 	c.HoldTail()
-	c.armSplice(resp, true)
+	c.armSplice(resp, heldWhole)
 	c.Write(written[:at])
 	c.Close()
 	got := rc.out.Bytes()
@@ -197,7 +197,7 @@ func TestSpliceAnswerGrew(t *testing.T) {
 	c, _, resp := takenSplice(t)
 	resp.SetBody(bytes.Repeat([]byte("a"), spliceMaxBody+1))
 	c.HoldTail()
-	c.armSplice(resp, true)
+	c.armSplice(resp, heldWhole)
 	if c.splice.state != spliceNone {
 		t.Fatal("a splice was armed for a large answer")
 	}
@@ -249,4 +249,49 @@ func TestSplicedAnswersThroughTheGateway(t *testing.T) {
 	}
 	io.WriteString(conn, call(4))
 	answer(4)
+
+	// A stream: its head too, its Cache-Control as the relay sets it.
+	io.WriteString(conn, rawChat(keyA, "", `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"s"}]}`))
+	var resp fasthttp.Response
+	resp.Header.DisableNormalizing()
+	if err := resp.Read(br); err != nil {
+		t.Fatal(err)
+	}
+	head := string(resp.Header.Header())
+	if resp.StatusCode() != 200 || strings.Contains(head, "x-modelgate-") || !strings.Contains(head, "x-ratelimit-limit-requests: ") ||
+		strings.Count(head, "Cache-Control: no-cache\r\n") != 1 || !bytes.Contains(resp.Body(), []byte("data: [DONE]")) {
+		t.Fatalf("stream: status %d, head %q, body %.200q", resp.StatusCode(), head, resp.Body())
+	}
+}
+
+// A stream's head is held only until the mark is replaced, then sent at once,
+// whether it is written alone or with the stream's first bytes; what follows
+// is not held.
+func TestSpliceStreamHead(t *testing.T) {
+	for _, withFirst := range []bool{false, true} {
+		c, rc, resp := takenSplice(t)
+		written, want := answerBytes(t, resp)
+		head := written[:bytes.Index(written, []byte("\r\n\r\n"))+4]
+		wantHead := want[:bytes.Index(want, []byte("\r\n\r\n"))+4]
+		c.armSplice(resp, heldHead)
+		first := append([]byte{}, head...)
+		if withFirst {
+			first = append(first, "data: 1\n\n"...)
+		}
+		cut := len(head) / 2
+		c.Write(first[:cut])
+		if rc.out.Len() != 0 && rc.out.Len() > cut-len(spliceLine) {
+			t.Fatalf("sent %d bytes of the head before its mark was found", rc.out.Len())
+		}
+		c.Write(first[cut:])
+		wantFirst := append(append([]byte{}, wantHead...), first[len(head):]...)
+		if !bytes.Equal(rc.out.Bytes(), wantFirst) || c.holding.Load() {
+			t.Fatalf("with the first event %v: client got %q, holding %v; want %q at once",
+				withFirst, rc.out.Bytes(), c.holding.Load(), wantFirst)
+		}
+		c.Write([]byte("data: 2\n\n"))
+		if !bytes.HasSuffix(rc.out.Bytes(), []byte("data: 2\n\n")) {
+			t.Fatal("a stream's event after its head was held")
+		}
+	}
 }

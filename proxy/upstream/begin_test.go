@@ -97,7 +97,7 @@ func clientHeadOfLines(t *testing.T, r *Relay) string {
 	if !found {
 		t.Fatalf("BeginLines did not append to lines: %q", lines)
 	}
-	out.Header.SetBytesV("X-Request-Id", []byte("req-1")) // as clientHead does
+	setAfterBegin(r, &out)
 	head := out.Header.Header()
 	mark := string(testMark[0]) + ": " + string(testMark[1]) + "\r\n"
 	switch n := strings.Count(string(head), mark); {
@@ -110,11 +110,18 @@ func clientHeadOfLines(t *testing.T, r *Relay) string {
 	return clientHeadText(spliced, r, retryAfter)
 }
 
-// clientHead is the head of out, with the gateway's own request id added after the
-// answer's headers, as it is, and what the relay reads of r's answer.
+// clientHead is the head of out, with what the gateway sets after the
+// answer's headers (see setAfterBegin), and what the relay reads of r's answer.
 func clientHead(r *Relay, out *fasthttp.Response, retryAfter []byte) string {
-	out.Header.SetBytesV("X-Request-Id", []byte("req-1"))
+	setAfterBegin(r, out)
 	return clientHeadText(string(out.Header.Header()), r, retryAfter)
+}
+
+// setAfterBegin sets on out what the gateway sets once the answer began: its
+// request id, and on an SSE stream what Stream sets.
+func setAfterBegin(r *Relay, out *fasthttp.Response) {
+	out.Header.SetBytesV("X-Request-Id", []byte("req-1"))
+	r.setStreamHeaders(out)
 }
 
 func clientHeadText(head string, r *Relay, retryAfter []byte) string {
@@ -231,6 +238,7 @@ func TestAnswerHeadLinesAsFasthttp(t *testing.T) {
 		"Upgrade: h2c", "Te: trailers", "Server: s", "Date: Mon, 01 Jan 2024 00:00:00 GMT", "X-Request-Id: r",
 		"Request-Id: q", "Content-Type: text/event-stream", "Content-Type: application/json", "Content-Encoding: br",
 		"Set-Cookie: c=1", "Retry-After: 2", "x-tab:\tv", "x-sp:  v", "x-utf8: \xe2\x82\xac", "vary: Origin",
+		"Cache-Control: no-store", "X-Accel-Buffering: yes", "Cache-Control: private",
 	}
 	bad := []string{
 		"Content-Length: 5 ", "Content-Length: -1", "Content-Length: 99999999999999999999", "Transfer-Encoding: gzip, chunked",

@@ -44,6 +44,10 @@ type Relay struct {
 
 	usage usageReader // see usage.go
 
+	// linesSet says which of the headers Stream sets BeginLines put in the
+	// lines already, with Stream's values (see setStreamHeaders).
+	linesSet streamHeaders
+
 	// StaleRetries counts the sends that went again after a reused
 	// connection turned out closed (see Send).
 	StaleRetries int
@@ -82,6 +86,7 @@ func (r *Relay) Reset() {
 	r.sent, r.firstByte = 0, time.Time{}
 	r.StaleRetries = 0
 	r.usage.reset()
+	r.linesSet = streamHeaders{}
 }
 
 // Send makes the upstream call req to dep; stream asks for the answer's body
@@ -171,8 +176,9 @@ func (r *Relay) Begin(out *fasthttp.Response) int {
 //
 // out no longer sees the headers in lines: one set on it later under the same
 // name (Header.Set) is added, not put in their place. The gateway sets only
-// headers that are stripped from an answer (its request ids); a stream, whose
-// relay sets Cache-Control, is begun by Begin.
+// headers that are stripped from an answer (its request ids), and on an SSE
+// stream the two that Stream sets; for those, the lines take Stream's value
+// where Set would have replaced the upstream's (see setStreamHeaders).
 func (r *Relay) BeginLines(out *fasthttp.Response, lines, markName, markValue []byte) (status int, _ []byte, ok bool) {
 	hopByHop := false
 	r.eachAnswerHeader(func(name, value []byte) bool {
@@ -182,16 +188,20 @@ func (r *Relay) BeginLines(out *fasthttp.Response, lines, markName, markValue []
 	if hopByHop {
 		return r.Begin(out), lines, false
 	}
+	var set *streamHeaders // an SSE stream's: see setStreamHeaders
+	if isEventStream(&r.resp.Header) {
+		set = &r.linesSet
+	}
 	status = r.resp.StatusCode()
 	r.judge(status)
 	out.SetStatusCode(status)
 	out.Header.DisableNormalizing()
 	start := len(lines)
 	if r.head.read() {
-		lines = r.head.appendLines(lines, out)
+		lines = r.head.appendLines(lines, out, set)
 	} else {
 		for name, value := range r.resp.Header.All() {
-			lines = appendLine(lines, name, value, out)
+			lines = appendLine(lines, name, value, out, set)
 		}
 	}
 	r.head.reset()
@@ -203,12 +213,19 @@ func (r *Relay) BeginLines(out *fasthttp.Response, lines, markName, markValue []
 }
 
 // appendLine appends the header to lines as fasthttp writes one, unless it
-// is stripped or fasthttp writes it apart: that one is added to out.
-func appendLine(lines, name, value []byte, out *fasthttp.Response) []byte {
+// is stripped or written apart: that one is added to out. On an SSE stream
+// (set not nil), the first header of each name Stream sets takes Stream's
+// value, as Set would give it, and set notes it.
+func appendLine(lines, name, value []byte, out *fasthttp.Response, set *streamHeaders) []byte {
 	switch {
 	case strippedResponseHeader(name):
 	case writtenApart(name):
 		out.Header.AddBytesKV(name, value)
+	case set != nil && set.take(name):
+		lines = append(lines, name...)
+		lines = append(lines, ": "...)
+		lines = append(lines, streamValue(name)...)
+		lines = append(lines, "\r\n"...)
 	default:
 		lines = append(lines, name...)
 		lines = append(lines, ": "...)
@@ -222,12 +239,12 @@ func appendLine(lines, name, value []byte, out *fasthttp.Response) []byte {
 // wrote as fasthttp writes one (a single space after the colon) is taken as
 // it is, with the lines next to it that are too: a provider's head goes in
 // a few copies, not four appends a header.
-func (h *answerHead) appendLines(lines []byte, out *fasthttp.Response) []byte {
+func (h *answerHead) appendLines(lines []byte, out *fasthttp.Response, set *streamHeaders) []byte {
 	run := -1 // where the lines taken as they are start, when they do
 	for _, a := range h.at {
 		name := h.lines[a.name:a.colon]
 		plain := a.value == a.colon+2 && h.lines[a.colon+1] == ' '
-		if plain && !strippedResponseHeader(name) && !writtenApart(name) {
+		if plain && !strippedResponseHeader(name) && !writtenApart(name) && (set == nil || !set.named(name)) {
 			if run < 0 {
 				run = int(a.name)
 			}
@@ -237,12 +254,75 @@ func (h *answerHead) appendLines(lines []byte, out *fasthttp.Response) []byte {
 			lines = append(lines, h.lines[run:a.name]...)
 			run = -1
 		}
-		lines = appendLine(lines, name, h.lines[a.value:a.end], out)
+		lines = appendLine(lines, name, h.lines[a.value:a.end], out, set)
 	}
 	if run >= 0 {
 		lines = append(lines, h.lines[run:]...)
 	}
 	return lines
+}
+
+// The headers Stream sets on an SSE stream's response, with their values.
+// fasthttp's Set replaces the first header named as it is named, byte for
+// byte, and adds one otherwise.
+const (
+	streamCacheControl = "Cache-Control"
+	streamAccel        = "X-Accel-Buffering"
+)
+
+// streamHeaders says which of the headers Stream sets are in the lines.
+type streamHeaders struct{ cacheControl, accel bool }
+
+// named reports whether name is one that Stream sets and that the lines do
+// not have yet.
+func (s *streamHeaders) named(name []byte) bool {
+	switch string(name) {
+	case streamCacheControl:
+		return !s.cacheControl
+	case streamAccel:
+		return !s.accel
+	}
+	return false
+}
+
+// take notes name when it is one that Stream sets and that the lines do not
+// have yet, and reports whether it was.
+func (s *streamHeaders) take(name []byte) bool {
+	switch string(name) {
+	case streamCacheControl:
+		if !s.cacheControl {
+			s.cacheControl = true
+			return true
+		}
+	case streamAccel:
+		if !s.accel {
+			s.accel = true
+			return true
+		}
+	}
+	return false
+}
+
+// streamValue is the value Stream sets for name.
+func streamValue(name []byte) string {
+	if string(name) == streamCacheControl {
+		return "no-cache"
+	}
+	return "no"
+}
+
+// setStreamHeaders sets an SSE stream's Cache-Control and X-Accel-Buffering
+// on out, but those BeginLines put in the lines already.
+func (r *Relay) setStreamHeaders(out *fasthttp.Response) {
+	if !isEventStream(&r.resp.Header) {
+		return
+	}
+	if !r.linesSet.cacheControl {
+		out.Header.Set(streamCacheControl, streamValue([]byte(streamCacheControl)))
+	}
+	if !r.linesSet.accel {
+		out.Header.Set(streamAccel, streamValue([]byte(streamAccel)))
+	}
 }
 
 // writtenApart reports whether fasthttp keeps a response header named name
@@ -323,10 +403,7 @@ func (r *Relay) Stream(out *fasthttp.Response, fam family.Family, responses bool
 	r.stream = r.resp.BodyStream()
 	r.fam, r.responses, r.tap = fam, responses, tap
 	r.sse = isEventStream(&r.resp.Header)
-	if r.sse {
-		out.Header.Set("Cache-Control", "no-cache")
-		out.Header.Set("X-Accel-Buffering", "no")
-	}
+	r.setStreamHeaders(out)
 	// The headers go out at once, so the client sees the answer begin, unless
 	// body bytes are already here: then they leave with the first of them.
 	out.ImmediateHeaderFlush = !r.upstreamReady()
