@@ -16,22 +16,23 @@ import (
 // fasthttp takes a response header only through calls that copy its name and
 // value, search both for CR and LF, and match the name against the headers it
 // keeps apart; it then copies each again as it writes the head. For a
-// provider's twenty headers that was 3 µs of a chat call under load. A whole
+// provider's twenty headers that was 3 µs of a chat call under load. An
 // answer's headers are instead appended, as fasthttp would write them, to the
 // lines of the connection's headSplice (upstream.Relay.BeginLines), and the
 // response gets one header in their place: the mark, whose name is made of
 // random bytes when the process starts. The connection holds a whole answer
-// back until the next read (holdAnswer); as fasthttp writes it, the held
-// bytes are searched for the mark's line, which is replaced by the lines. The
-// client gets the head Begin would have made, byte for byte.
+// back until the next read (holdAnswer), and a stream's first bytes until its
+// head is complete; as fasthttp writes them, the held bytes are searched for
+// the mark's line, which is replaced by the lines. The client gets the head
+// Begin would have made, byte for byte.
 //
 // A mark that cannot be found is never sent in part: while one is looked for,
 // the last bytes held that may begin it stay held. No client or upstream can
 // write the mark: the name is never sent, and a response's header lines are
-// fasthttp's, checked for CR and LF. An answer that is not held (a stream, a
-// large body), a second answer on a connection whose first is still being
-// written (pipelining), and a response changed after the answer began (an
-// error written instead) take fasthttp's calls as before.
+// fasthttp's, checked for CR and LF. A whole answer of a large body, a second
+// answer on a connection whose first is still being written (pipelining), a
+// response changed after the answer began (an error written instead) and one
+// on a hijacked connection take fasthttp's calls as before.
 
 // spliceMaxBody bounds the body of a whole answer whose head is spliced: the
 // bytes held while the mark is looked for are its and at most fasthttp's
