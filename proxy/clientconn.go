@@ -68,8 +68,8 @@ type clientConn struct {
 	holding atomic.Bool
 	mu      sync.Mutex
 	held    *[]byte // pooled; nil when nothing is held
-	// splice is a whole answer's header lines in waiting (see splice.go);
-	// once armed, under mu.
+	// splice is an answer's header lines in waiting (see splice.go); under
+	// mu.
 	splice headSplice
 	// deadline is the write deadline in force; it is moved only when the
 	// wanted one is later by more than a sixteenth of idle, so a busy stream

@@ -154,7 +154,8 @@ func (g *Gateway) route(ctx *fasthttp.RequestCtx) {
 // itself (upstream.Relay's tail); nor is one a hijacked connection writes.
 //
 // An answer whose head the connection completes (see splice.go) is armed for
-// it here, or given its headers back when it is not held.
+// it here, or given its headers back when it is not held; a stream's first
+// bytes are then held until its head is complete, and sent at once.
 func holdAnswer(ctx *fasthttp.RequestCtx) {
 	cc, ok := ctx.Conn().(*clientConn)
 	if !ok {
