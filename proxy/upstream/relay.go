@@ -221,15 +221,14 @@ func appendLine(lines, name, value []byte, out *fasthttp.Response, set *streamHe
 	case strippedResponseHeader(name):
 	case writtenApart(name):
 		out.Header.AddBytesKV(name, value)
-	case set != nil && set.take(name):
-		lines = append(lines, name...)
-		lines = append(lines, ": "...)
-		lines = append(lines, streamValue(name)...)
-		lines = append(lines, "\r\n"...)
 	default:
 		lines = append(lines, name...)
 		lines = append(lines, ": "...)
-		lines = append(lines, value...)
+		if set != nil && set.take(name) {
+			lines = append(lines, streamValue(b2s(name))...)
+		} else {
+			lines = append(lines, value...)
+		}
 		lines = append(lines, "\r\n"...)
 	}
 	return lines
@@ -288,24 +287,20 @@ func (s *streamHeaders) named(name []byte) bool {
 // take notes name when it is one that Stream sets and that the lines do not
 // have yet, and reports whether it was.
 func (s *streamHeaders) take(name []byte) bool {
-	switch string(name) {
-	case streamCacheControl:
-		if !s.cacheControl {
-			s.cacheControl = true
-			return true
-		}
-	case streamAccel:
-		if !s.accel {
-			s.accel = true
-			return true
-		}
+	if !s.named(name) {
+		return false
 	}
-	return false
+	if string(name) == streamCacheControl {
+		s.cacheControl = true
+	} else {
+		s.accel = true
+	}
+	return true
 }
 
 // streamValue is the value Stream sets for name.
-func streamValue(name []byte) string {
-	if string(name) == streamCacheControl {
+func streamValue(name string) string {
+	if name == streamCacheControl {
 		return "no-cache"
 	}
 	return "no"
@@ -318,10 +313,10 @@ func (r *Relay) setStreamHeaders(out *fasthttp.Response) {
 		return
 	}
 	if !r.linesSet.cacheControl {
-		out.Header.Set(streamCacheControl, streamValue([]byte(streamCacheControl)))
+		out.Header.Set(streamCacheControl, streamValue(streamCacheControl))
 	}
 	if !r.linesSet.accel {
-		out.Header.Set(streamAccel, streamValue([]byte(streamAccel)))
+		out.Header.Set(streamAccel, streamValue(streamAccel))
 	}
 }
 
