@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,7 +43,26 @@ type deployment struct {
 	redisGw      *proc
 	redisGwAddr  string
 	redisSkipped string
+	// The two relays of bench/cmd/floor in the gateway's place, measured on
+	// floorScenarios: what Go and what fasthttp cost a proxy that does no
+	// work of its own. None with -no-floors.
+	floors []floor
 }
+
+// floor is one relay of bench/cmd/floor, running.
+type floor struct {
+	name, addr string
+	p          *proc
+}
+
+// floorEngines are the relays: the target's name and its environment.
+var floorEngines = []struct{ name, env string }{
+	{"go-relay", "FLOOR_ENGINE=lean"},
+	{"fasthttp-relay", "FLOOR_ENGINE=fasthttp"},
+}
+
+// floorScenarios are the scenarios the floors relay: plain beta chat calls.
+var floorScenarios = []string{"chat", "chat-1conn"}
 
 // redisPort is the first port of the bench's Redis Cluster (6 nodes from it).
 const redisPort = 7191
@@ -62,7 +82,7 @@ func deploy(ctx context.Context, o *options, root string, log io.Writer) (d *dep
 			d = nil
 		}
 	}()
-	if d.bins, d.binsFrom, err = findBinaries(ctx, root, o.binDir, dir, o.build); err != nil {
+	if d.bins, d.binsFrom, err = findBinaries(ctx, root, o.binDir, dir, o.build, !o.noFloors); err != nil {
 		return d, err
 	}
 	fmt.Fprintf(log, "binaries: %s\n", d.binsFrom)
@@ -71,6 +91,11 @@ func deploy(ctx context.Context, o *options, root string, log io.Writer) (d *dep
 	}
 	if err = d.startGateway(); err != nil {
 		return d, err
+	}
+	if !o.noFloors {
+		if err = d.startFloors(); err != nil {
+			return d, err
+		}
 	}
 	if o.noRedis {
 		d.redisSkipped = "redis not run (-no-redis)"
@@ -106,6 +131,24 @@ func (d *deployment) startGateway() error {
 	var err error
 	d.gateway, d.gwAddr, err = d.launchGateway("gateway", gc)
 	return err
+}
+
+// startFloors starts each relay of floorEngines on the gateway's config,
+// which names the first simulator as the first beta upstream.
+func (d *deployment) startFloors() error {
+	for _, e := range floorEngines {
+		addr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		p, err := startGateway(e.name, d.bins.floor, d.dir, filepath.Join(d.dir, "gateway.yaml"), addr,
+			scenario.DefaultKeys.Gateway, e.env)
+		if err != nil {
+			return err
+		}
+		d.floors = append(d.floors, floor{name: e.name, addr: addr, p: p})
+	}
+	return nil
 }
 
 // startRedisGateway starts the gateway on the redis engine, if there is a cluster.
@@ -232,7 +275,20 @@ func (d *deployment) targets() []target {
 	if d.nginx != nil {
 		n.URL, n.SessionURL, n.pids = d.nginx.URL(), d.nginx.SessionsURL(), d.nginxPIDs
 	}
+	for _, f := range d.floors {
+		ts = append(ts, target{Target: scenario.Target{Name: f.name, Kind: scenario.Gateway, URL: "http://" + f.addr},
+			pids: []int{f.p.pid()}, only: floorScenarios})
+	}
 	return append(ts, rg, n)
+}
+
+// procs are the run's processes but nginx's, some of them nil.
+func (d *deployment) procs() []*proc {
+	ps := append([]*proc{d.gateway, d.redisGw}, d.sims...)
+	for _, f := range d.floors {
+		ps = append(ps, f.p)
+	}
+	return ps
 }
 
 // redisTarget names the gateway on the redis engine in reports.
@@ -240,8 +296,7 @@ const redisTarget = "gateway-redis"
 
 // checkAlive returns an error naming a process of the run that has exited.
 func (d *deployment) checkAlive() error {
-	procs := append([]*proc{d.gateway, d.redisGw}, d.sims...)
-	for _, p := range procs {
+	for _, p := range d.procs() {
 		if p == nil {
 			continue
 		}
@@ -262,8 +317,7 @@ func (d *deployment) close(log io.Writer) {
 			fmt.Fprintf(log, "warning: %v\n", err)
 		}
 	}
-	procs := append([]*proc{d.gateway, d.redisGw}, d.sims...)
-	for _, p := range procs {
+	for _, p := range d.procs() {
 		if p == nil {
 			continue
 		}
@@ -290,4 +344,14 @@ type target struct {
 	skipped string
 	// stateful: measured on the scenarios that use the store only.
 	stateful bool
+	// only, when set, names the only scenarios the target is measured on.
+	only []string
+}
+
+// measures reports whether t is measured on sc.
+func (t *target) measures(sc *scenario.Scenario) bool {
+	if t.stateful && !sc.Stateful {
+		return false
+	}
+	return t.only == nil || slices.Contains(t.only, sc.Name)
 }

@@ -39,6 +39,7 @@ type options struct {
 	build     bool
 	noNginx   bool
 	noRedis   bool
+	noFloors  bool
 }
 
 func main() {
@@ -79,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.binDir, "bin", "", "directory holding gateway and upstream-sim (default: the repo's bin/, built into a temp dir if missing)")
 	fs.BoolVar(&o.build, "build", false, "build gateway and upstream-sim into a temp dir even if -bin has them")
 	fs.BoolVar(&o.noNginx, "no-nginx", false, "do not run nginx (the reference proxy)")
+	fs.BoolVar(&o.noFloors, "no-floors", false, "do not run the two Go relays of bench/cmd/floor on the chat scenarios\n(never run in quick mode)")
 	fs.BoolVar(&o.noRedis, "no-redis", false, "do not run the gateway on the redis engine (a Redis Cluster on 127.0.0.1:7191-7196)\nbeside the one on pebble in the stateful scenarios")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -103,6 +105,9 @@ func (o *options) ensureDefaults() {
 			return quick
 		}
 		return full
+	}
+	if o.quick {
+		o.noFloors = true // make bench stays under 3 minutes
 	}
 	if o.rounds == 0 {
 		o.rounds = 3

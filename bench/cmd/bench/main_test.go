@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,6 +32,14 @@ func TestParseFlags(t *testing.T) {
 	f(nil, 3, 5*time.Second, 64)
 	f([]string{"-quick"}, 2, time.Second, 16)
 	f([]string{"-quick", "-rounds", "4", "-duration", "3s"}, 4, 3*time.Second, 16)
+	for _, c := range []struct {
+		args     []string
+		noFloors bool
+	}{{nil, false}, {[]string{"-no-floors"}, true}, {[]string{"-quick"}, true}} {
+		if o, err := parseFlags(c.args, io.Discard); err != nil || o.noFloors != c.noFloors {
+			t.Fatalf("%v: no floors %v, %v", c.args, o.noFloors, err)
+		}
+	}
 	for _, bad := range [][]string{{"-rounds", "-1"}, {"-duration", "1ms"}, {"extra"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Fatalf("%v accepted", bad)
@@ -124,6 +133,82 @@ func TestWriteResults(t *testing.T) {
 
 // TestInterruptStopsEverything interrupts a run during its first scenario and
 // checks that every process it started is gone and nothing was written.
+// The floor relays are measured on the chat scenarios alone, the gateway on
+// the redis engine on the stateful ones alone, the rest everywhere.
+func TestTargetMeasures(t *testing.T) {
+	scs := scenario.All(scenario.Params{})
+	p := &proc{cmd: &exec.Cmd{Process: &os.Process{Pid: 1}}}
+	d := &deployment{floors: []floor{{name: "go-relay", p: p}, {name: "fasthttp-relay", p: p}},
+		simAddrs: []string{"a"}, sims: []*proc{p}, gateway: p, redisSkipped: "test", nginxSkipped: "test"}
+	measured := make(map[string][]string)
+	for _, tg := range d.targets() {
+		for i := range scs {
+			if tg.measures(&scs[i]) {
+				measured[tg.Name] = append(measured[tg.Name], scs[i].Name)
+			}
+		}
+	}
+	for _, name := range []string{"go-relay", "fasthttp-relay"} {
+		if got := strings.Join(measured[name], ","); got != "chat,chat-1conn" {
+			t.Fatalf("%s measured on %s", name, got)
+		}
+	}
+	if len(measured["gateway"]) != len(scs) || len(measured["nginx"]) != len(scs) {
+		t.Fatalf("gateway on %v, nginx on %v", measured["gateway"], measured["nginx"])
+	}
+	for _, name := range measured[redisTarget] {
+		if sc, _ := scenario.Select(scs, []string{name}); !sc[0].Stateful {
+			t.Fatalf("%s measured on %s", redisTarget, name)
+		}
+	}
+}
+
+// A full run's floor relays start, relay the chat scenarios without an
+// error, and are measured on nothing else.
+func TestFloorsRelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the gateway, the simulators and the floor relays")
+	}
+	out := t.TempDir()
+	var log bytes.Buffer
+	err := run(context.Background(), []string{"-build", "-no-nginx", "-no-redis", "-scenarios", "chat,chat-1conn,chat-stream",
+		"-rounds", "1", "-duration", "300ms", "-out", out}, &log, io.Discard)
+	if err != nil {
+		t.Fatalf("%v; log:\n%s", err, log.String())
+	}
+	f, err := os.Open(filepath.Join(out, report.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := report.ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(map[string]bool)
+	for _, sc := range res.Scenarios {
+		for _, tg := range sc.Targets {
+			if tg.Name != "go-relay" && tg.Name != "fasthttp-relay" {
+				continue
+			}
+			if sc.Name == "chat-stream" {
+				t.Fatalf("%s measured on chat-stream", tg.Name)
+			}
+			if tg.Skipped != "" || len(tg.Rounds) != 1 {
+				t.Fatalf("%s on %s: skipped %q, %d rounds; log:\n%s", tg.Name, sc.Name, tg.Skipped, len(tg.Rounds), log.String())
+			}
+			r := tg.Rounds[0].Result
+			if r.OK == 0 || r.ErrorCount() != 0 {
+				t.Fatalf("%s on %s: %d ok, %d errors; log:\n%s", tg.Name, sc.Name, r.OK, r.ErrorCount(), log.String())
+			}
+			seen[tg.Name+" "+sc.Name] = true
+		}
+	}
+	if len(seen) != 4 {
+		t.Fatalf("measured: %v; log:\n%s", seen, log.String())
+	}
+}
+
 func TestInterruptStopsEverything(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the gateway, the simulators and nginx")

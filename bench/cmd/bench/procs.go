@@ -36,15 +36,18 @@ type proc struct {
 	waitErr error         // set before exited is closed
 }
 
-// startProc starts bin with args; its stderr (and stdout, unless stdout is
-// given) go to logPath.
-func startProc(name, logPath string, stdout io.Writer, bin string, args ...string) (*proc, error) {
+// startProc starts bin with args, and env added to the harness's
+// environment; its stderr (and stdout, unless stdout is given) go to logPath.
+func startProc(name, logPath string, stdout io.Writer, env []string, bin string, args ...string) (*proc, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create the log of %s: %w", name, err)
 	}
 	defer logf.Close()
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stderr = logf
 	cmd.Stdout = logf
 	if stdout != nil {
@@ -101,25 +104,37 @@ func (p *proc) failure(cause error) error {
 
 var errNotReady = errors.New("not ready in time")
 
-// binaries are the paths of the two programs the harness runs.
+// binaries are the paths of the programs the harness runs.
 type binaries struct {
-	gateway, sim string
+	gateway, sim, floor string
 }
 
 // findBinaries returns the programs in dir, or builds them into tmp when
-// asked to or when dir lacks them.
-func findBinaries(ctx context.Context, root, dir, tmp string, build bool) (binaries, string, error) {
+// asked to or when dir lacks them; the floor only when withFloor.
+func findBinaries(ctx context.Context, root, dir, tmp string, build, withFloor bool) (binaries, string, error) {
 	if dir == "" {
 		dir = filepath.Join(root, "bin")
 	}
-	b := binaries{gateway: filepath.Join(dir, "gateway"), sim: filepath.Join(dir, "upstream-sim")}
-	if !build && isExecutable(b.gateway) && isExecutable(b.sim) {
-		return b, "prebuilt in " + dir, nil
+	b := binaries{gateway: filepath.Join(dir, "gateway"), sim: filepath.Join(dir, "upstream-sim"), floor: filepath.Join(dir, "floor")}
+	type pkg struct{ out, pkg string }
+	var builds []pkg
+	from := "prebuilt in " + dir
+	if build || !isExecutable(b.gateway) || !isExecutable(b.sim) {
+		b.gateway, b.sim = filepath.Join(tmp, "gateway"), filepath.Join(tmp, "upstream-sim")
+		builds = append(builds, pkg{b.gateway, "./cmd/gateway"}, pkg{b.sim, "./cmd/upstream-sim"})
+		from = "built from source for this run"
 	}
-	b = binaries{gateway: filepath.Join(tmp, "gateway"), sim: filepath.Join(tmp, "upstream-sim")}
+	if withFloor && (build || !isExecutable(b.floor)) {
+		// A -bin directory made by hand (a profiling build) seldom has it.
+		b.floor = filepath.Join(tmp, "floor")
+		builds = append(builds, pkg{b.floor, "./bench/cmd/floor"})
+		if len(builds) == 1 {
+			from += "; the floor relays built for this run"
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
-	for _, t := range []struct{ out, pkg string }{{b.gateway, "./cmd/gateway"}, {b.sim, "./cmd/upstream-sim"}} {
+	for _, t := range builds {
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", t.out, t.pkg)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -127,7 +142,7 @@ func findBinaries(ctx context.Context, root, dir, tmp string, build bool) (binar
 			return b, "", fmt.Errorf("cannot build %s: %v: %s", t.pkg, err, bytes.TrimSpace(out))
 		}
 	}
-	return b, "built from source for this run", nil
+	return b, from, nil
 }
 
 func isExecutable(path string) bool {
@@ -163,7 +178,7 @@ func startSim(bin, dir, name string, keys [3]string) (*proc, string, error) {
 		return nil, "", err
 	}
 	defer pr.Close()
-	p, err := startProc(name, filepath.Join(dir, name+".log"), pw, bin,
+	p, err := startProc(name, filepath.Join(dir, name+".log"), pw, nil, bin,
 		"-listen", "127.0.0.1:0", "-name", name, "-alpha-key", keys[0], "-beta-key", keys[1], "-gamma-key", keys[2],
 		"-no-record")
 	pw.Close()
@@ -188,12 +203,13 @@ func startSim(bin, dir, name string, keys [3]string) (*proc, string, error) {
 	}
 }
 
-// startGateway starts the gateway with the config at configPath on addr and
+// startGateway starts the gateway (or a floor relay, which takes its flags)
+// with the config at configPath on addr, env added to its environment, and
 // waits until it answers the model list to the key. Its access log is off,
 // as nginx's is (bench/nginx renders access_log off): neither proxy pays for
 // a line per request.
-func startGateway(name, bin, dir, configPath, addr, key string) (*proc, error) {
-	p, err := startProc(name, filepath.Join(dir, name+".log"), nil, bin,
+func startGateway(name, bin, dir, configPath, addr, key string, env ...string) (*proc, error) {
+	p, err := startProc(name, filepath.Join(dir, name+".log"), nil, env, bin,
 		"-config", configPath, "-listen", addr, "-admin-listen", "off", "-grace", "2s", "-access-log", "off")
 	if err != nil {
 		return nil, err

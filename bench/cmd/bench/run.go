@@ -94,9 +94,7 @@ func (r *runner) scenario(ctx context.Context, sc *scenario.Scenario) report.Sce
 	if sc.Idle != nil {
 		targets = r.idleTargets()
 	}
-	if !sc.Stateful {
-		targets = slices.DeleteFunc(slices.Clone(targets), func(t target) bool { return t.stateful })
-	}
+	targets = slices.DeleteFunc(slices.Clone(targets), func(t target) bool { return !t.measures(sc) })
 	out := report.Scenario{Name: sc.Name, Description: sc.Description, Targets: make([]report.Target, len(targets))}
 	var ready []prepared
 	for i := range targets {
@@ -109,7 +107,7 @@ func (r *runner) scenario(ctx context.Context, sc *scenario.Scenario) report.Sce
 		spec, err := r.prepare(ctx, sc, t)
 		if err != nil {
 			res.Skipped = "cannot run: " + oneLine(err.Error(), 200)
-			fmt.Fprintf(r.log, "   %-8s skipped: %v\n", t.Name, err)
+			fmt.Fprintf(r.log, "   %-14s skipped: %v\n", t.Name, err)
 			continue
 		}
 		ready = append(ready, prepared{t: t, spec: spec, res: res})
@@ -154,7 +152,7 @@ func (r *runner) warmUp(ctx context.Context, sc *scenario.Scenario, p prepared) 
 		o.MaxRequests = max(o.MaxRequests/8, 1)
 	}
 	if _, err := load.Run(ctx, p.spec, o); err != nil {
-		fmt.Fprintf(r.log, "   %-8s warm-up: %v\n", p.t.Name, err)
+		fmt.Fprintf(r.log, "   %-14s warm-up: %v\n", p.t.Name, err)
 	}
 }
 
@@ -162,11 +160,11 @@ func (r *runner) warmUp(ctx context.Context, sc *scenario.Scenario, p prepared) 
 func (r *runner) round(ctx context.Context, sc *scenario.Scenario, p prepared, round int) {
 	s, err := load.StartSampler(0, r.d.sampled(p.t)...)
 	if err != nil {
-		fmt.Fprintf(r.log, "   %-8s cannot sample: %v\n", p.t.Name, err)
+		fmt.Fprintf(r.log, "   %-14s cannot sample: %v\n", p.t.Name, err)
 	}
 	res, err := load.Run(ctx, p.spec, sc.Load)
 	if err != nil {
-		fmt.Fprintf(r.log, "   %-8s round %d: %v\n", p.t.Name, round+1, err)
+		fmt.Fprintf(r.log, "   %-14s round %d: %v\n", p.t.Name, round+1, err)
 		if s != nil {
 			_, _ = s.Stop()
 		}
@@ -179,7 +177,7 @@ func (r *runner) round(ctx context.Context, sc *scenario.Scenario, p prepared, r
 		}
 	}
 	p.res.Rounds = append(p.res.Rounds, rd)
-	fmt.Fprintf(r.log, "   %-8s round %d: %s\n", p.t.Name, round+1, roundLine(&rd))
+	fmt.Fprintf(r.log, "   %-14s round %d: %s\n", p.t.Name, round+1, roundLine(&rd))
 }
 
 func roundLine(rd *report.Round) string {
@@ -235,12 +233,12 @@ func (r *runner) idle(ctx context.Context, sc *scenario.Scenario, ready []prepar
 		res, err := load.HoldIdle(ctx, p.spec, o)
 		if err != nil {
 			p.res.Skipped = "cannot hold the streams: " + oneLine(err.Error(), 200)
-			fmt.Fprintf(r.log, "   %-8s %v\n", p.t.Name, err)
+			fmt.Fprintf(r.log, "   %-14s %v\n", p.t.Name, err)
 			continue
 		}
 		p.res.Idle = &res
 		p.res.Skipped = "held idle streams: see the idle-stream table"
-		fmt.Fprintf(r.log, "   %-8s %d of %d streams opened in %v; RSS %.1f → %.1f MiB: %.1f KiB per stream; errors %v\n",
+		fmt.Fprintf(r.log, "   %-14s %d of %d streams opened in %v; RSS %.1f → %.1f MiB: %.1f KiB per stream; errors %v\n",
 			p.t.Name, res.Opened, res.Streams, res.OpenTime.Round(time.Millisecond),
 			float64(res.RSSBefore)/(1<<20), float64(res.RSSHeld)/(1<<20), res.BytesPerStream/1024, res.Errors)
 	}
