@@ -1,6 +1,8 @@
 package parse
 
 import (
+	"bytes"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -96,6 +98,21 @@ func BenchmarkUsageScannerChatStream(b *testing.B) {
 	benchScan(b, stream)
 }
 
+// BenchmarkUsageScannerChatStreamNoUsage scans a beta chat stream whose
+// client did not ask for usage: no chunk names it, and every byte is looked
+// through.
+func BenchmarkUsageScannerChatStreamNoUsage(b *testing.B) {
+	var stream strings.Builder
+	for i := range 20 {
+		stream.WriteString(`data: {"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741570283,` +
+			`"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_4691090a87","choices":[{"index":0,` +
+			`"delta":{"content":"` + strings.Repeat(" the quick brown fox jumps over the lazy dog", i%3) + `"},"logprobs":null,` +
+			`"finish_reason":null}]}` + "\n\n")
+	}
+	stream.WriteString("data: [DONE]\n\n")
+	benchScan(b, []byte(stream.String()))
+}
+
 // BenchmarkUsageScannerChatAnswer scans a beta chat completion read whole,
 // whose usage object, with its details, comes last.
 func BenchmarkUsageScannerChatAnswer(b *testing.B) {
@@ -133,4 +150,34 @@ func TestUsageScannerHoldsNoBufferBetweenObjects(t *testing.T) {
 	if s.obj != nil {
 		t.Fatal("the buffer is still held after an object too large for usage")
 	}
+}
+
+// indexUsageWord finds what bytes.Index finds, in inputs of every length
+// made of the word's bytes.
+func TestIndexUsageWord(t *testing.T) {
+	fill := []byte("usage\"gx")
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := range 48 {
+		for range 400 {
+			p := make([]byte, n)
+			for i := range p {
+				p[i] = fill[r.IntN(len(fill))]
+			}
+			if n >= len(usageWord) && r.IntN(2) == 0 {
+				copy(p[r.IntN(n-len(usageWord)+1):], usageWord)
+			}
+			if got, want := indexUsageWord(p), bytes.Index(p, usageWord); got != want {
+				t.Fatalf("indexUsageWord(%q) = %d, bytes.Index %d", p, got, want)
+			}
+		}
+	}
+}
+
+func FuzzIndexUsageWord(f *testing.F) {
+	f.Add([]byte(`{"id":"x","usage":{"prompt_tokens":1}}`))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if got, want := indexUsageWord(p), bytes.Index(p, usageWord); got != want {
+			t.Fatalf("indexUsageWord(%q) = %d, bytes.Index %d", p, got, want)
+		}
+	})
 }
