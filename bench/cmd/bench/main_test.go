@@ -149,7 +149,7 @@ func TestTargetMeasures(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"go-relay", "fasthttp-relay"} {
-		if got := strings.Join(measured[name], ","); got != "chat,chat-1conn" {
+		if got := strings.Join(measured[name], ","); got != "chat,chat-1conn,chat-stream" {
 			t.Fatalf("%s measured on %s", name, got)
 		}
 	}
@@ -163,7 +163,7 @@ func TestTargetMeasures(t *testing.T) {
 	}
 }
 
-// A full run's floor relays start, relay the chat scenarios without an
+// A full run's floor relays start, relay the beta chat scenarios without an
 // error, and are measured on nothing else.
 func TestFloorsRelay(t *testing.T) {
 	if testing.Short() {
@@ -171,7 +171,7 @@ func TestFloorsRelay(t *testing.T) {
 	}
 	out := t.TempDir()
 	var log bytes.Buffer
-	err := run(context.Background(), []string{"-build", "-no-nginx", "-no-redis", "-scenarios", "chat,chat-1conn,chat-stream",
+	err := run(context.Background(), []string{"-build", "-no-nginx", "-no-redis", "-scenarios", "chat,chat-stream,messages-stream",
 		"-rounds", "1", "-duration", "300ms", "-out", out}, &log, io.Discard)
 	if err != nil {
 		t.Fatalf("%v; log:\n%s", err, log.String())
@@ -191,8 +191,8 @@ func TestFloorsRelay(t *testing.T) {
 			if tg.Name != "go-relay" && tg.Name != "fasthttp-relay" {
 				continue
 			}
-			if sc.Name == "chat-stream" {
-				t.Fatalf("%s measured on chat-stream", tg.Name)
+			if sc.Name == "messages-stream" {
+				t.Fatalf("%s measured on messages-stream", tg.Name)
 			}
 			if tg.Skipped != "" || len(tg.Rounds) != 1 {
 				t.Fatalf("%s on %s: skipped %q, %d rounds; log:\n%s", tg.Name, sc.Name, tg.Skipped, len(tg.Rounds), log.String())

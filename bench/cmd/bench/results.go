@@ -49,13 +49,14 @@ func (r *runner) notes() []string {
 		"only at its next frame, so direct holds its streams at the second simulator process (a copy of the first), "+
 		"leaving the first, behind the proxies, room under the open-files limit.")
 	if len(r.d.floors) > 0 {
-		notes = append(notes, "go-relay and fasthttp-relay (bench/cmd/floor, in the gateway's place, on the chat scenarios only) "+
-			"are the least a proxy in Go can do: each relays a call to the first simulator with the upstream's key and nothing "+
-			"else (no authentication, peek, routing, usage, metrics or bounds). go-relay reads the request by its Content-Length "+
-			"and sends the upstream's bytes back as they came, a goroutine and an upstream connection per client connection; "+
-			"fasthttp-relay is fasthttp's own reverse proxy (a fasthttp server whose handler calls a HostClient). Both use the "+
-			"gateway's socket layer (proxy/rawio). Between go-relay and fasthttp-relay is what fasthttp costs a proxy; between "+
-			"fasthttp-relay and the gateway, the gateway's own work.")
+		notes = append(notes, "go-relay and fasthttp-relay (bench/cmd/floor, in the gateway's place, on the beta chat scenarios: "+
+			strings.Join(floorScenarios, ", ")+") are the least a proxy in Go can do: each relays a call to the first simulator "+
+			"with the upstream's key and nothing else (no authentication, peek, routing, usage, metrics or bounds). go-relay "+
+			"reads the request by its Content-Length and sends the upstream's bytes back as they came (a stream chunk by chunk, "+
+			"each burst already read in one write), a goroutine and an upstream connection per client connection; "+
+			"fasthttp-relay is fasthttp's own reverse proxy (a fasthttp server whose handler calls a HostClient; a stream's body "+
+			"streamed as fasthttp streams one). Both use the gateway's socket layer (proxy/rawio). Between go-relay and "+
+			"fasthttp-relay is what fasthttp costs a proxy; between fasthttp-relay and the gateway, the gateway's own work.")
 	}
 	if r.d.nginxSkipped != "" {
 		notes = append(notes, "nginx skipped: "+r.d.nginxSkipped)

@@ -1,22 +1,24 @@
-// Command floor is the least a Go proxy can do for the harness's chat
-// scenario: the reference that tells how much of the gateway's gap to nginx is
-// the gateway's and how much is Go's, on the machine at hand.
+// Command floor is the least a Go proxy can do for the harness's beta chat
+// scenarios: the reference that tells how much of the gateway's gap to nginx
+// is the gateway's and how much is Go's, on the machine at hand. The harness
+// runs it in the gateway's place as the targets go-relay and fasthttp-relay
+// (see bench/cmd/bench); it takes the gateway's flags.
 //
-// It takes the gateway's flags, so that the harness starts it in the
-// gateway's place (build it as DIR/gateway, copy bin/upstream-sim beside it,
-// and run the harness with -bin DIR -scenarios chat). Each client connection
-// gets a goroutine, a connection of its own to the config's first beta
-// upstream, and the gateway's socket layer (proxy/rawio). A request is read by
-// its Content-Length, sent on with the upstream's key, and the upstream's head
-// and body go back as they came. Nothing is checked, routed, counted or
-// bounded: it does not authenticate, stream, or survive a hostile client. It
-// answers GET .../models with an empty list, for the harness's readiness probe.
+// Each client connection gets a goroutine, a connection of its own to the
+// config's first beta upstream, and the gateway's socket layer (proxy/rawio).
+// A request is read by its Content-Length, sent on with the upstream's key,
+// and the upstream's head and body go back as they came: a chunked answer
+// (a stream) chunk by chunk, each burst of chunks already read in one write.
+// Nothing is checked, routed, counted or bounded: it does not authenticate or
+// survive a hostile client. It answers GET .../models with an empty list, for
+// the harness's readiness probe.
 //
 // With FLOOR_ENGINE=fasthttp in its environment it is fasthttp's own reverse
 // proxy instead, on the same socket layer: a fasthttp server whose handler
 // sends the client's request, pointed at the upstream, through a fasthttp
-// client into the client's response. The difference between the two is what
-// fasthttp costs a proxy; between that and the gateway, the gateway's work.
+// client into the client's response (a stream's body as fasthttp streams
+// one, read as it comes). The difference between the two is what fasthttp
+// costs a proxy; between that and the gateway, the gateway's work.
 package main
 
 import (
@@ -88,12 +90,38 @@ func serveFasthttp(ln net.Listener, up upstream) error {
 			req.SetRequestURI(up.base + string(bytes.TrimPrefix(path, []byte(clientPrefix))))
 			req.Header.SetHost(up.addr)
 			req.Header.Set("Authorization", up.auth)
-			if err := hc.Do(req, &ctx.Response); err != nil {
-				ctx.Error("upstream failed", fasthttp.StatusBadGateway)
+			if !bytes.Contains(req.Body(), []byte(`"stream":true`)) {
+				if err := hc.Do(req, &ctx.Response); err != nil {
+					ctx.Error("upstream failed", fasthttp.StatusBadGateway)
+				}
+				return
 			}
+			// A stream is relayed as fasthttp relays one: the upstream's
+			// body stream is the client's, copied as it comes.
+			resp := fasthttp.AcquireResponse()
+			resp.StreamBody = true
+			if err := hc.Do(req, resp); err != nil {
+				fasthttp.ReleaseResponse(resp)
+				ctx.Error("upstream failed", fasthttp.StatusBadGateway)
+				return
+			}
+			resp.Header.CopyTo(&ctx.Response.Header)
+			ctx.Response.SetBodyStream(streamed{resp}, -1)
 		},
 	}
 	return srv.Serve(rawListener{ln})
+}
+
+// streamed is an upstream answer's body stream, given back with its answer
+// when the client's response is written.
+type streamed struct{ resp *fasthttp.Response }
+
+func (s streamed) Read(p []byte) (int, error) { return s.resp.BodyStream().Read(p) }
+
+func (s streamed) Close() error {
+	err := s.resp.CloseBodyStream()
+	fasthttp.ReleaseResponse(s.resp)
+	return err
 }
 
 // rawListener gives fasthttp's server the gateway's socket layer, as the
@@ -175,7 +203,7 @@ func relay(c net.Conn, up upstream) {
 	for {
 		var err error
 		var n int
-		if head, n, err = readHead(cr, head); err != nil {
+		if head, n, _, err = readHead(cr, head); err != nil {
 			return
 		}
 		if body, err = readBody(cr, body, n); err != nil {
@@ -215,37 +243,81 @@ func relay(c net.Conn, up upstream) {
 		if uw.Flush() != nil {
 			return
 		}
-		if head, n, err = readHead(ur, head); err != nil {
-			return
-		}
-		if body, err = readBody(ur, body, n); err != nil {
+		var chunked bool
+		if head, n, chunked, err = readHead(ur, head); err != nil {
 			return
 		}
 		cw.Write(head)
-		cw.Write(body)
-		if cw.Flush() != nil {
+		if chunked {
+			err = relayChunked(ur, cw)
+		} else if body, err = readBody(ur, body, n); err == nil {
+			cw.Write(body)
+		}
+		if err != nil || cw.Flush() != nil {
 			return
 		}
 	}
 }
 
-// readHead reads a message's head into head and returns it with its
-// Content-Length (0 when it has none).
-func readHead(r *bufio.Reader, head []byte) ([]byte, int, error) {
-	head, n := head[:0], 0
+// relayChunked copies a chunked body as it comes, its framing included: a
+// chunk goes out once no more of the answer is read already, so a burst of
+// events goes in one write, as the gateway relays them.
+func relayChunked(r *bufio.Reader, w *bufio.Writer) error {
 	for {
 		line, err := r.ReadSlice('\n')
 		if err != nil {
-			return head, 0, err
+			return err
+		}
+		w.Write(line)
+		hex, _, _ := bytes.Cut(line, []byte(";"))
+		size, err := strconv.ParseInt(string(bytes.TrimSpace(hex)), 16, 64)
+		if err != nil || size < 0 {
+			return errors.New("floor: bad chunk size")
+		}
+		if size == 0 { // the trailer, up to its blank line
+			for {
+				if line, err = r.ReadSlice('\n'); err != nil {
+					return err
+				}
+				w.Write(line)
+				if len(line) <= 2 {
+					return nil
+				}
+			}
+		}
+		if _, err = io.CopyN(w, r, size+2); err != nil {
+			return err
+		}
+		if r.Buffered() == 0 {
+			if err = w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// readHead reads a message's head into head and returns it with its
+// Content-Length (0 when it has none) and whether it is chunked.
+func readHead(r *bufio.Reader, head []byte) ([]byte, int, bool, error) {
+	head, n, chunked := head[:0], 0, false
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			return head, 0, false, err
 		}
 		head = append(head, line...)
 		if len(line) <= 2 {
-			return head, n, nil
+			return head, n, chunked, nil
 		}
-		if name, value, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(name, []byte("Content-Length")) {
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		switch {
+		case !ok:
+		case bytes.EqualFold(name, []byte("Content-Length")):
 			if n, err = strconv.Atoi(string(bytes.TrimSpace(value))); err != nil || n < 0 {
-				return head, 0, errors.New("floor: bad Content-Length")
+				return head, 0, false, errors.New("floor: bad Content-Length")
 			}
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			chunked = bytes.EqualFold(bytes.TrimSpace(value), []byte("chunked"))
 		}
 	}
 }

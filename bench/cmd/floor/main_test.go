@@ -19,6 +19,36 @@ import (
 // relay chat calls, on one kept-alive connection, to the config's
 // beta upstream with its key, and the upstream's answers come back whole.
 func TestRelaysChatToTheBetaUpstream(t *testing.T) {
+	addr := startFloor(t)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(time.Minute))
+	br := bufio.NewReader(conn)
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	for i := range 3 {
+		fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: floor\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"object":"chat.completion"`) {
+			t.Fatalf("call %d: %d %s", i, resp.StatusCode, b)
+		}
+	}
+	fmt.Fprintf(conn, "GET /v1/models HTTP/1.1\r\nHost: floor\r\n\r\n")
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("models: %v %v", resp, err)
+	}
+}
+
+// startFloor starts the relay of FLOOR_ENGINE in front of a simulator and
+// returns its address.
+func startFloor(t *testing.T) string {
+	t.Helper()
 	s, err := sim.Listen("127.0.0.1:0", sim.Options{BetaKey: "up-key"})
 	if err != nil {
 		t.Fatal(err)
@@ -47,32 +77,47 @@ func TestRelaysChatToTheBetaUpstream(t *testing.T) {
 		go serve(ln, up)
 	}
 
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(time.Minute))
-	br := bufio.NewReader(conn)
-	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
-	for i := range 3 {
-		fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: floor\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 || !strings.Contains(string(b), `"object":"chat.completion"`) {
-			t.Fatalf("call %d: %d %s", i, resp.StatusCode, b)
-		}
-	}
-	fmt.Fprintf(conn, "GET /v1/models HTTP/1.1\r\nHost: floor\r\n\r\n")
-	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("models: %v %v", resp, err)
-	}
+	return ln.Addr().String()
 }
 
 func TestFasthttpEngine(t *testing.T) {
 	t.Setenv("FLOOR_ENGINE", "fasthttp")
 	TestRelaysChatToTheBetaUpstream(t)
+}
+
+// Both engines relay a stream as it comes: its events, chunked, and the
+// connection serves a call after it.
+func TestRelaysAStream(t *testing.T) {
+	for _, engine := range []string{"lean", "fasthttp"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Setenv("FLOOR_ENGINE", engine)
+			addr := startFloor(t)
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(time.Minute))
+			br := bufio.NewReader(conn)
+			for i, body := range []string{`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+				`{"model":"m","messages":[{"role":"user","content":"hi"}]}`} {
+				fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: floor\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				want := `"object":"chat.completion"`
+				if i == 0 {
+					want = "data: [DONE]\n\n"
+					if resp.TransferEncoding == nil || strings.Count(string(b), "data: ") < 20 {
+						t.Fatalf("not a stream: %v %q", resp.TransferEncoding, b)
+					}
+				}
+				if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+					t.Fatalf("call %d: %d %s", i, resp.StatusCode, b)
+				}
+			}
+		})
+	}
 }
