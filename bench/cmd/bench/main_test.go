@@ -131,10 +131,8 @@ func TestWriteResults(t *testing.T) {
 	}
 }
 
-// TestInterruptStopsEverything interrupts a run during its first scenario and
-// checks that every process it started is gone and nothing was written.
-// The floor relays are measured on the chat scenarios alone, the gateway on
-// the redis engine on the stateful ones alone, the rest everywhere.
+// The floor relays are measured on the beta chat scenarios alone, the gateway
+// on the redis engine on the stateful ones alone, the rest everywhere.
 func TestTargetMeasures(t *testing.T) {
 	scs := scenario.All(scenario.Params{})
 	p := &proc{cmd: &exec.Cmd{Process: &os.Process{Pid: 1}}}
@@ -209,6 +207,8 @@ func TestFloorsRelay(t *testing.T) {
 	}
 }
 
+// TestInterruptStopsEverything interrupts a run during its first scenario and
+// checks that every process it started is gone and nothing was written.
 func TestInterruptStopsEverything(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the gateway, the simulators and nginx")
