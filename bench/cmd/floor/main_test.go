@@ -15,34 +15,83 @@ import (
 	"github.com/modelgate/gateway/bench/sim"
 )
 
-// Both engines (FLOOR_ENGINE unset, then fasthttp, set by TestFasthttpEngine)
-// relay chat calls, on one kept-alive connection, to the config's
-// beta upstream with its key, and the upstream's answers come back whole.
+// engines are the relays of FLOOR_ENGINE.
+var engines = []string{"lean", "fasthttp"}
+
+// Both engines relay chat calls, on one kept-alive connection, to the
+// config's beta upstream with its key, and the upstream's answers come back
+// whole.
 func TestRelaysChatToTheBetaUpstream(t *testing.T) {
-	addr := startFloor(t)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Setenv("FLOOR_ENGINE", engine)
+			c := dialFloor(t, startFloor(t))
+			for i := range 3 {
+				if status, b := c.chat(t, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`); status != 200 ||
+					!strings.Contains(string(b), `"object":"chat.completion"`) {
+					t.Fatalf("call %d: %d %s", i, status, b)
+				}
+			}
+			fmt.Fprintf(c.conn, "GET /v1/models HTTP/1.1\r\nHost: floor\r\n\r\n")
+			if resp, err := http.ReadResponse(c.br, nil); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("models: %v %v", resp, err)
+			}
+		})
+	}
+}
+
+// Both engines relay a stream as it comes: its events, chunked, and the
+// connection serves a call after it.
+func TestRelaysAStream(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Setenv("FLOOR_ENGINE", engine)
+			c := dialFloor(t, startFloor(t))
+			status, b := c.chat(t, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			if status != 200 || !c.chunked || strings.Count(string(b), "data: ") < 20 || !strings.Contains(string(b), "data: [DONE]\n\n") {
+				t.Fatalf("not a whole stream: %d, chunked %v: %q", status, c.chunked, b)
+			}
+			if status, b := c.chat(t, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`); status != 200 ||
+				!strings.Contains(string(b), `"object":"chat.completion"`) {
+				t.Fatalf("call after the stream: %d %s", status, b)
+			}
+		})
+	}
+}
+
+// floorConn is a client's kept-alive connection to a floor relay.
+type floorConn struct {
+	conn    net.Conn
+	br      *bufio.Reader
+	chunked bool // the last answer was
+}
+
+func dialFloor(t *testing.T, addr string) *floorConn {
+	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(time.Minute))
-	br := bufio.NewReader(conn)
-	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
-	for i := range 3 {
-		fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: floor\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("call %d: %v", i, err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 || !strings.Contains(string(b), `"object":"chat.completion"`) {
-			t.Fatalf("call %d: %d %s", i, resp.StatusCode, b)
-		}
+	return &floorConn{conn: conn, br: bufio.NewReader(conn)}
+}
+
+// chat sends a beta chat call with body and returns the answer's status and
+// body.
+func (c *floorConn) chat(t *testing.T, body string) (int, []byte) {
+	t.Helper()
+	fmt.Fprintf(c.conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: floor\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	resp, err := http.ReadResponse(c.br, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	fmt.Fprintf(conn, "GET /v1/models HTTP/1.1\r\nHost: floor\r\n\r\n")
-	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("models: %v %v", resp, err)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
+	c.chunked = resp.TransferEncoding != nil
+	return resp.StatusCode, b
 }
 
 // startFloor starts the relay of FLOOR_ENGINE in front of a simulator and
@@ -76,48 +125,5 @@ func startFloor(t *testing.T) string {
 	default:
 		go serve(ln, up)
 	}
-
 	return ln.Addr().String()
-}
-
-func TestFasthttpEngine(t *testing.T) {
-	t.Setenv("FLOOR_ENGINE", "fasthttp")
-	TestRelaysChatToTheBetaUpstream(t)
-}
-
-// Both engines relay a stream as it comes: its events, chunked, and the
-// connection serves a call after it.
-func TestRelaysAStream(t *testing.T) {
-	for _, engine := range []string{"lean", "fasthttp"} {
-		t.Run(engine, func(t *testing.T) {
-			t.Setenv("FLOOR_ENGINE", engine)
-			addr := startFloor(t)
-			conn, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			conn.SetDeadline(time.Now().Add(time.Minute))
-			br := bufio.NewReader(conn)
-			for i, body := range []string{`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
-				`{"model":"m","messages":[{"role":"user","content":"hi"}]}`} {
-				fmt.Fprintf(conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: floor\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-				resp, err := http.ReadResponse(br, nil)
-				if err != nil {
-					t.Fatalf("call %d: %v", i, err)
-				}
-				b, _ := io.ReadAll(resp.Body)
-				want := `"object":"chat.completion"`
-				if i == 0 {
-					want = "data: [DONE]\n\n"
-					if resp.TransferEncoding == nil || strings.Count(string(b), "data: ") < 20 {
-						t.Fatalf("not a stream: %v %q", resp.TransferEncoding, b)
-					}
-				}
-				if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
-					t.Fatalf("call %d: %d %s", i, resp.StatusCode, b)
-				}
-			}
-		})
-	}
 }
