@@ -185,10 +185,7 @@ func OK(c rueidis.Client, killed int) bool {
 		if strings.HasSuffix(addr, ":"+strconv.Itoa(killed)) {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		info, err := node.Do(ctx, node.B().ClusterInfo().Build()).ToString()
-		cancel()
-		return err == nil && strings.Contains(info, "cluster_state:ok")
+		return clusterOK(node)
 	}
 	return false
 }
@@ -199,12 +196,17 @@ func OK(c rueidis.Client, killed int) bool {
 func AllOK(c rueidis.Client) bool {
 	nodes := c.Nodes()
 	for _, node := range nodes {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		info, err := node.Do(ctx, node.B().ClusterInfo().Build()).ToString()
-		cancel()
-		if err != nil || !strings.Contains(info, "cluster_state:ok") {
+		if !clusterOK(node) {
 			return false
 		}
 	}
 	return len(nodes) > 0
+}
+
+// clusterOK reports whether node answers that it sees the cluster ok.
+func clusterOK(node rueidis.Client) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, err := node.Do(ctx, node.B().ClusterInfo().Build()).ToString()
+	return err == nil && strings.Contains(info, "cluster_state:ok")
 }
