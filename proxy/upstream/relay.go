@@ -146,10 +146,7 @@ func (r *Relay) Send(dep *Deployment, req *Request, stream bool) error {
 // moving the last one into its place: the order of the rest, that of
 // repeated headers among them, would not be the upstream's.
 func (r *Relay) Begin(out *fasthttp.Response) int {
-	status := r.resp.StatusCode()
-	r.judge(status)
-	out.SetStatusCode(status)
-	out.Header.DisableNormalizing() // the provider's header names go out as it sent them
+	status := r.beginStatus(out)
 	hopByHop := false
 	r.eachAnswerHeader(func(name, value []byte) bool {
 		hopByHop = addAnswerHeader(out, name, value) || hopByHop
@@ -159,6 +156,17 @@ func (r *Relay) Begin(out *fasthttp.Response) int {
 		r.dropConnectionOptions(out)
 	}
 	r.head.reset() // the client's response has the headers now
+	return status
+}
+
+// beginStatus records the answer's status in the deployment's health, gives
+// it to out, and returns it; the provider's header names go out as it sent
+// them.
+func (r *Relay) beginStatus(out *fasthttp.Response) int {
+	status := r.resp.StatusCode()
+	r.judge(status)
+	out.SetStatusCode(status)
+	out.Header.DisableNormalizing()
 	return status
 }
 
@@ -192,10 +200,7 @@ func (r *Relay) BeginLines(out *fasthttp.Response, lines, markName, markValue []
 	if isEventStream(&r.resp.Header) {
 		set = &r.linesSet
 	}
-	status = r.resp.StatusCode()
-	r.judge(status)
-	out.SetStatusCode(status)
-	out.Header.DisableNormalizing()
+	status = r.beginStatus(out)
 	start := len(lines)
 	if r.head.read() {
 		lines = r.head.appendLines(lines, out, set)
