@@ -101,7 +101,7 @@ type call struct {
 
 	// up is the upstream call and the relay of its answer.
 	up       upstream.Relay
-	attempts int  // deployments the call was sent to (see forward)
+	attempts int  // sends of the call, a resend included (see try)
 	done     bool // a streamed answer owns the call: Close releases it
 	// onStream, when set, sees every chunk relayed (Responses reads the id).
 	onStream func(c *call, p []byte)
@@ -442,16 +442,12 @@ func (c *call) bodyWithoutSessionID() []byte {
 }
 
 // forwardTo sends the request to one given deployment (the one that holds a
-// Responses object) and relays the answer.
+// Responses object) and relays the answer; see try.
 func (c *call) forwardTo(dep *upstream.Deployment, path string, body []byte, stream bool) {
 	if !c.admit() {
 		return
 	}
-	if err := c.send(dep, path, body, stream); err != nil {
-		c.fail(upstreamError(err))
-		return
-	}
-	c.relay()
+	c.try(nil, -1, dep, path, body, stream)
 }
 
 // send makes the upstream call; on success the deployment's in-flight count

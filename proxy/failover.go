@@ -13,14 +13,17 @@ import (
 
 // Failover: a call whose deployment fails before the first answer byte
 // reached the client goes to the next deployment of its ring order, as
-// docs/failover.md describes. A streamed answer is never retried once it
-// began: relay is called for the one answer that reaches the client.
+// docs/failover.md describes; a call that failed on a pooled connection the
+// upstream had closed goes again, once, to the same deployment on a new
+// connection. A streamed answer is never retried once it began: relay is
+// called for the one answer that reaches the client. again decides every
+// call sent again, by the endpoint's retry class; nothing else resends.
 
-// retryClass says which failures of an endpoint may go to another deployment.
+// retryClass says which failures of an endpoint may be sent again.
 type retryClass uint8
 
 const (
-	// retryNone: never; the call names one deployment or is not forwarded.
+	// retryNone: never; the call is not forwarded.
 	retryNone retryClass = iota
 	// retryUnprocessed: only failures that prove the upstream did nothing
 	// (no connection, 429): the call changes state upstream.
@@ -30,20 +33,24 @@ const (
 	retryAny
 )
 
-// retryClasses is the table of docs/failover.md.
+// retryClasses is the table of docs/failover.md. A call bound to one
+// deployment (a Responses continuation or read) has no other to go to: its
+// class decides only whether it goes again after a stale connection.
 var retryClasses = [numEndpoints]retryClass{
 	epMessages:             retryAny,
 	epChat:                 retryAny,
 	epImages:               retryAny,
 	epResponsesInputTokens: retryAny,
 	epGenerateContent:      retryAny,
+	epResponsesGet:         retryAny,
+	epResponsesInputItems:  retryAny,
 	epResponsesCreate:      retryUnprocessed,
 	epResponsesCompact:     retryUnprocessed,
 	epResponsesDelete:      retryUnprocessed,
 }
 
-// mayRetry reports whether a failure for reason may leave for another
-// deployment on the call's endpoint.
+// mayRetry reports whether a failure for reason may be sent again on the
+// call's endpoint.
 func (c *call) mayRetry(reason upstream.RetryReason) bool {
 	switch retryClasses[c.ep] {
 	case retryAny:
@@ -55,25 +62,26 @@ func (c *call) mayRetry(reason upstream.RetryReason) bool {
 }
 
 // forward sends the request to a deployment of r chosen by key and relays
-// the answer. A failure that may be retried (see mayRetry) goes to the next
-// choice, within retry.attempts and the failed deployment's retry budget;
-// when none is left, the last answer reaches the client as it was.
+// the answer; see try.
 func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool) {
 	if !c.admit() {
 		return
 	}
+	i, dep := r.Pick(c.sessionHash, c.hasSession, 0)
+	c.try(r, i, dep, path, body, stream)
+}
+
+// try sends the request to dep, r's choice i (r is nil, and i -1, for a call
+// bound to dep), and relays the answer. A failure that again lets go again
+// goes to the deployment it names; when none is left, the last answer
+// reaches the client as it was.
+func (c *call) try(r *upstream.Route, i int, dep *upstream.Deployment, path string, body []byte, stream bool) {
 	var tried affinity.Set
-	i, dep := r.Pick(c.sessionHash, c.hasSession, tried)
 	for dep != nil {
 		tried = tried.With(i)
 		c.attempts++
 		err := c.send(dep, path, body, stream)
-		reason := c.up.Classify(err)
-		if !c.mayRetry(reason) || c.attempts >= c.st.cfg.Retry.Attempts {
-			c.answer(err)
-			return
-		}
-		next, nextDep := c.nextChoice(r, tried, dep, reason)
+		next, nextDep := c.again(r, tried, i, dep, c.up.Classify(err))
 		if nextDep == nil {
 			c.answer(err)
 			return
@@ -86,23 +94,35 @@ func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool)
 	c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached"})
 }
 
-// nextChoice returns the deployment a call that failed on dep for reason
-// goes to next, and spends a retry of dep's budget; nil when there is none
-// or the budget is spent.
-func (c *call) nextChoice(r *upstream.Route, tried affinity.Set, dep *upstream.Deployment, reason upstream.RetryReason) (int, *upstream.Deployment) {
+// again is the one place that decides whether a call sent to dep (r's
+// choice i) that failed for reason is sent again, and where: nil when it is
+// not. The endpoint's retry class must allow the reason (see mayRetry),
+// within retry.attempts and dep's retry budget, which the retry spends. A
+// stale connection (RetryStale) goes again to dep on a connection dialled
+// for it, once a call; any other reason to r's next choice.
+func (c *call) again(r *upstream.Route, tried affinity.Set, i int, dep *upstream.Deployment, reason upstream.RetryReason) (int, *upstream.Deployment) {
+	stale := reason == upstream.RetryStale
+	switch {
+	case !c.mayRetry(reason) || c.attempts >= c.st.cfg.Retry.Attempts:
+		return -1, nil
+	case stale && c.up.StaleRetries > 0, !stale && r == nil:
+		return -1, nil
+	}
 	now := time.Now().Unix()
 	rc := &c.st.cfg.Retry
 	if !dep.Budget.Allows(now, rc.BudgetPercent, rc.BudgetMinPerSecond) {
 		dep.Stats.Refused()
 		return -1, nil
 	}
-	i, next := r.Pick(c.sessionHash, c.hasSession, tried)
-	if next == nil {
+	next, nextDep := i, dep
+	if stale {
+		c.up.Redial()
+	} else if next, nextDep = r.Pick(c.sessionHash, c.hasSession, tried); nextDep == nil {
 		return -1, nil
 	}
 	dep.Budget.Spend(now)
 	dep.Stats.Retried(reason)
-	return i, next
+	return next, nextDep
 }
 
 // answer relays the answer of the last send, or answers its error.

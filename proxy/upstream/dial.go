@@ -259,12 +259,15 @@ type connAddr struct {
 }
 
 // Stale reports whether the call that filled resp and failed did so on a
-// reused connection that the upstream had closed while it was idle: the
-// write failed or the connection ended before any byte of the answer (a
-// timeout is not that). Such a call may go again on a fresh connection to
-// the same deployment, as nginx and Go's http.Transport do: the upstream
-// dropped the connection without reading the request. fasthttp closes a
-// connection that failed, so its state is read once nothing else uses it.
+// reused connection that the upstream had closed, most likely while it was
+// idle: the write failed or the connection ended before any byte of the
+// answer (a timeout is not that). The request may still have reached the
+// upstream (a write that succeeded only reached the kernel), so only a call
+// that may be done twice goes again, once, on a connection dialled for it
+// (see Relay.Redial): as nginx and Go's http.Transport, which send a
+// non-idempotent request again only when none of it was written. fasthttp
+// closes a connection that failed, so its state is read once nothing else
+// uses it.
 func Stale(resp *fasthttp.Response) bool {
 	a, ok := resp.LocalAddr().(*connAddr)
 	return ok && a.conn.stale

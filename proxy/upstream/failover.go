@@ -38,7 +38,9 @@ var retryReasonNames = [NumRetryReasons]string{
 func (r RetryReason) String() string { return retryReasonNames[r] }
 
 // Unprocessed reports whether the reason proves the upstream did nothing with
-// the request: it could not be reached, or it refused for its rate limit.
+// the request: it could not be reached, or it refused for its rate limit. A
+// stale connection is not such a proof: the request may have been read
+// before the upstream reset the connection.
 func (r RetryReason) Unprocessed() bool { return r == RetryConnect || r == Retry429 }
 
 // maxRetryAfter bounds how long a retry-after header may exclude a
@@ -46,12 +48,17 @@ func (r RetryReason) Unprocessed() bool { return r == RetryConnect || r == Retry
 const maxRetryAfter = 10 * time.Minute
 
 // Classify returns why the call that Send ended with err (when nil, the
-// answer waiting in r) could go to another deployment, or NoRetry.
+// answer waiting in r) could go again, or NoRetry: RetryStale when it failed
+// on a pooled connection that the upstream had closed (see Stale), to be
+// sent again to the same deployment after Redial; any other reason, to go
+// to another deployment.
 func (r *Relay) Classify(err error) RetryReason {
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrAnswerTooLarge):
 			return NoRetry // the deployment answered; another would answer alike
+		case Stale(&r.resp):
+			return RetryStale
 		case IsDialError(err):
 			return RetryConnect
 		case errors.Is(err, fasthttp.ErrTimeout) || IsTimeout(err):
@@ -79,14 +86,16 @@ func (r *Relay) Classify(err error) RetryReason {
 // Discard drops an answer that Send received and that will not be relayed:
 // its deployment's health records it as Begin would, the body is closed
 // unread (a streamed one closes its connection) and r is ready for another
-// Send.
+// Send of the same call (StaleRetries is kept).
 func (r *Relay) Discard() {
 	r.judge(r.resp.StatusCode())
 	if r.resp.BodyStream() != nil {
 		r.resp.CloseBodyStream()
 	}
 	r.dep.inflight.Add(-1)
+	stale := r.StaleRetries
 	r.Reset()
+	r.StaleRetries = stale
 }
 
 // judge records an answer's status in its deployment's health: a server

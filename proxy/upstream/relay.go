@@ -48,9 +48,10 @@ type Relay struct {
 	// lines already, with Stream's values (see setStreamHeaders).
 	linesSet streamHeaders
 
-	// StaleRetries counts the sends that went again after a reused
-	// connection turned out closed (see Send).
+	// StaleRetries counts the calls sent again after a pooled connection
+	// turned out closed (see Redial); redial says the next Send is one.
 	StaleRetries int
+	redial       bool
 }
 
 // Tap sees every chunk of a streamed answer as it is read, before the client
@@ -84,7 +85,7 @@ func (r *Relay) Reset() {
 	r.heads = eventHeads{}
 	r.pending = r.pending[:0]
 	r.sent, r.firstByte = 0, time.Time{}
-	r.StaleRetries = 0
+	r.StaleRetries, r.redial = 0, false
 	r.usage.reset()
 	r.linesSet = streamHeaders{}
 }
@@ -96,26 +97,20 @@ func (r *Relay) Reset() {
 // free connection in time) or its answer was over the bound. req is written
 // whole by the time Send returns, and may be released then.
 //
-// A call that fails on a reused connection the upstream had closed while idle
-// (see Stale) goes again on another connection; each such failure closes a
-// connection, so the loop ends within the pool's size.
+// Send makes one call: whether a failed one goes again is the caller's to
+// decide (see Classify); after Redial, the call goes on a connection dialled
+// for it.
 func (r *Relay) Send(dep *Deployment, req *Request, stream bool) error {
 	r.dep = dep
 	r.wantStream = stream
 	dep.inflight.Add(1)
 	dep.Stats.attempts.Add(1)
 	dep.Budget.called(time.Now().Unix())
-	var err error
-	for range dep.maxConns + 1 {
-		r.resp.Reset()     // no earlier attempt's connection is read by Stale
-		req.head = &r.head // readAnswerHead forgets an earlier attempt's head
-		r.resp.StreamBody = stream || dep.loadsItself()
-		if err = dep.client.Do(req.client(), &r.resp); err == nil || !Stale(&r.resp) {
-			break
-		}
-		r.StaleRetries++
-		dep.Stats.Retried(RetryStale)
-	}
+	r.resp.Reset()     // no earlier call's connection is read by Stale
+	req.head = &r.head // readAnswerHead forgets an earlier call's head
+	req.fresh, r.redial = r.redial, false
+	r.resp.StreamBody = stream || dep.loadsItself()
+	err := dep.client.Do(req.client(), &r.resp)
 	if err == nil && !stream {
 		// Not asked for as a stream, yet read by Load from one: it comes whole
 		// within idle, as fasthttp's whole read does (see deadlineConn.pinIdle).
@@ -130,10 +125,21 @@ func (r *Relay) Send(dep *Deployment, req *Request, stream bool) error {
 			return ErrAnswerTooLarge // the deployment answered: it is not failing
 		case errors.Is(err, fasthttp.ErrNoFreeConns):
 			return err // busy, not failing
+		case Stale(&r.resp):
+			return err // a connection the upstream closed while idle, not failing
 		}
 		dep.Failed(err)
 	}
 	return err
+}
+
+// Redial has the next Send go on a connection dialled for it, not on a
+// pooled one: the call failed on a pooled connection that the upstream had
+// closed (RetryStale), and the pool's other idle connections are as old. It
+// counts in StaleRetries.
+func (r *Relay) Redial() {
+	r.redial = true
+	r.StaleRetries++
 }
 
 // Begin records the answer in the deployment's health and copies its status

@@ -28,6 +28,9 @@ type Request struct {
 	// head, set by Relay.Send for its call, is where the transport keeps
 	// the answer's header lines (see readAnswerHead).
 	head *answerHead
+	// fresh, set by Relay.Send after Relay.Redial, has the transport write
+	// the request on a connection dialled for it, not on a pooled one.
+	fresh bool
 }
 
 // raw marks a fasthttp.Request as a Request's: it is that request's body
@@ -62,7 +65,7 @@ func ReleaseRequest(r *Request) {
 	if cap(r.Head) > maxHeldHead {
 		r.Head = nil
 	}
-	r.Head, r.Body, r.head = r.Head[:0], nil, nil
+	r.Head, r.Body, r.head, r.fresh = r.Head[:0], nil, nil, false
 	requests.Put(r)
 }
 

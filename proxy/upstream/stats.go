@@ -17,9 +17,9 @@ type Stats struct {
 	// moves counts the picks with a session key that did not go to the key's
 	// first choice, because that one was excluded or had failed.
 	moves atomic.Uint64
-	// attempts counts the calls sent; retries the calls that left the
-	// deployment (or went again to it) by reason; exhausted the retries
-	// the budget refused.
+	// attempts counts the calls sent (a call sent again counts again);
+	// retries the calls that left the deployment (or went again to it) by
+	// reason; exhausted the retries the budget refused.
 	attempts  atomic.Uint64
 	retries   [NumRetryReasons]atomic.Uint64
 	exhausted atomic.Uint64
@@ -49,8 +49,8 @@ func (s *Stats) picked(moved bool) {
 // Picks returns how often the deployment was picked.
 func (s *Stats) Picks() uint64 { return s.picks.Load() }
 
-// StaleRetries returns how many calls were sent again on another
-// connection after a reused one turned out closed by the upstream.
+// StaleRetries returns how many calls were sent again, on a connection
+// dialled for them, after a pooled one turned out closed by the upstream.
 func (s *Stats) StaleRetries() uint64 { return s.retries[RetryStale].Load() }
 
 // Attempts returns how many calls were sent to the deployment.
@@ -59,7 +59,8 @@ func (s *Stats) Attempts() uint64 { return s.attempts.Load() }
 // Retries returns how many calls left the deployment for reason.
 func (s *Stats) Retries(reason RetryReason) uint64 { return s.retries[reason].Load() }
 
-// Retried records a call that left the deployment for reason.
+// Retried records a call that left the deployment for reason, or went to it
+// again (RetryStale).
 func (s *Stats) Retried(reason RetryReason) { s.retries[reason].Add(1) }
 
 // Refused records a retry the budget refused.

@@ -47,14 +47,15 @@ const maxInterim = 8
 // RoundTrip sends req, which must be a Request's (see Request.client), over
 // a pooled connection and reads the answer's header into resp; the body is
 // read whole (bounded by the client's MaxResponseBodySize) unless
-// resp.StreamBody asks for a stream. It never asks fasthttp to retry:
-// Relay.Send decides that (see Stale).
+// resp.StreamBody asks for a stream. It never asks fasthttp to retry: the
+// gateway's failover decides whether a call goes again (see Stale and
+// Relay.Redial).
 func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
 	r := rawRequest(req)
 	if r == nil {
 		return false, errNotRaw
 	}
-	cc, err := t.acquire(hc, 0, false)
+	cc, err := t.acquireConn(hc, r.fresh)
 	if err != nil {
 		return false, err
 	}
@@ -89,6 +90,33 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 }
 
 var errNotRaw = errors.New("upstream: a request not made by upstream.Request")
+
+// acquireConn returns a connection of hc's pool, or, when fresh is set, one
+// dialled for the call: a call sent again after a pooled connection turned
+// out stale (see Stale). fasthttp dials only when its pool has no idle
+// connection, so the idle ones acquired meanwhile are closed. They are no
+// younger than the stale one (the pool hands out the connection released
+// last first) and likely closed by the upstream as well. Each such close
+// frees a connection of the pool's bound, so a dial comes within the pool's
+// size, unless other calls keep releasing connections: then, after as many,
+// the call fails as busy.
+func (t *transport[C]) acquireConn(hc *fasthttp.HostClient, fresh bool) (C, error) {
+	for range max(hc.MaxConns, 1) + 1 {
+		cc, err := t.acquire(hc, 0, false)
+		if err != nil || !fresh || !pooled(cc.Conn()) {
+			return cc, err
+		}
+		t.close(hc, cc)
+	}
+	var none C
+	return none, fasthttp.ErrNoFreeConns
+}
+
+// pooled reports whether c has carried a call before: it comes from the pool.
+func pooled(c net.Conn) bool {
+	dc, ok := c.(*deadlineConn)
+	return ok && dc.answers > 0
+}
 
 // writeRequest writes r whole; a timeout is fasthttp.ErrTimeout.
 func writeRequest(hc *fasthttp.HostClient, c net.Conn, r *Request) error {
