@@ -1,11 +1,15 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -267,4 +271,76 @@ func TestStaleConnectionResendBounds(t *testing.T) {
 	t.Run("budget", func(t *testing.T) {
 		f(t, func(y string) string { return y + "retry: {budget_percent: 1, budget_min_per_second: 1}\n" }, 1000, 1)
 	})
+}
+
+// An upstream that accepts the connection and never reads holds the call for
+// timeouts.write at most: the client gets 504 in its family's shape, the
+// connection is closed, the deployment has nothing in flight, and shutdown
+// is not held. The body is larger than the sockets' buffers, so the write
+// stops.
+func TestUpstreamThatNeverReads(t *testing.T) {
+	sink, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := sink.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held, never read
+		}
+	}()
+	e := newEnv(t, func(y string) string {
+		y = strings.Replace(y, "upstreams:\n", "upstreams:\n"+
+			"  - {name: sink-beta, family: beta, base_url: \"http://"+sink.Addr().String()+"/v1\", api_key: up-beta}\n", 1)
+		y = strings.Replace(y, "models:\n", "models:\n  - {id: sink-model, upstreams: [sink-beta]}\n", 1)
+		return strings.Replace(y, "idle: 10s}", "idle: 10s, write: 1s}", 1)
+	})
+	t.Cleanup(func() { // before the gateway stops: a call still held ends
+		sink.Close()
+		for len(accepted) > 0 {
+			(<-accepted).Close()
+		}
+	})
+	body := `{"model":"sink-model","messages":[{"role":"user","content":"` + strings.Repeat("a", 24<<20) + `"}]}`
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod("POST")
+	req.SetRequestURI(e.base + "/v1/router/beta/v1/chat/completions")
+	req.Header.Set("Authorization", "Bearer "+keyA)
+	req.Header.SetContentType("application/json")
+	req.SetBodyString(body)
+	// Bounded, so that a call held for ever fails the test rather than hangs it.
+	if err := fasthttp.DoTimeout(req, resp, time.Minute); err != nil {
+		t.Fatalf("the call did not end: %v", err)
+	}
+	assertBetaError(t, resp.StatusCode(), resp.Body(), 504)
+	if !strings.Contains(string(resp.Body()), "did not answer in time") {
+		t.Fatalf("not the upstream timeout: %s", resp.Body())
+	}
+	dep := e.gw.state.Load().deps["sink-beta"]
+	if got := dep.InFlight(); got != 0 {
+		t.Fatalf("%d calls in flight after the answer", got)
+	}
+	if got := dep.Conns(); got != 0 {
+		t.Fatalf("%d connections kept after the timeout", got)
+	}
+	// The upstream's end sees the connection closed once it reads what the
+	// gateway had written.
+	c := <-accepted
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := io.Copy(io.Discard, c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the upstream's connection was not closed: %v", err)
+	}
+	srv := e.srv
+	e.srv = nil
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.ShutdownWithContext(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
 }

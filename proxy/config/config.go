@@ -183,6 +183,9 @@ type Timeouts struct {
 	Connect   Duration `yaml:"connect"`    // dial; default 5s
 	FirstByte Duration `yaml:"first_byte"` // request sent → first answer byte; default 10m
 	Idle      Duration `yaml:"idle"`       // between two reads of a streamed answer; default 5m
+	// Write bounds how long the upstream may take to accept each piece of a
+	// request (256 KiB at most) once its write began; default 60s.
+	Write Duration `yaml:"write"`
 	// ClientWriteIdle drops a client whose connection takes no byte of an
 	// answer for this long (see proxy.Gateway.Listener); default 60s.
 	ClientWriteIdle Duration `yaml:"client_write_idle"`

@@ -40,6 +40,9 @@ func TestParseConfigExpandsEnvAndDefaults(t *testing.T) {
 	if cfg.Timeouts.IdleConn.D() != 4*time.Second {
 		t.Fatalf("idle_conn default: %v", cfg.Timeouts.IdleConn.D())
 	}
+	if cfg.Timeouts.Write.D() != time.Minute {
+		t.Fatalf("write default: %v", cfg.Timeouts.Write.D())
+	}
 	if cfg.Retry != (Retry{Attempts: 3, BudgetPercent: 20, BudgetMinPerSecond: 3}) {
 		t.Fatalf("retry defaults: %+v", cfg.Retry)
 	}

@@ -18,6 +18,7 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.Timeouts.Connect, 5*time.Second)
 	setDefault(&c.Timeouts.FirstByte, 10*time.Minute)
 	setDefault(&c.Timeouts.Idle, 5*time.Minute)
+	setDefault(&c.Timeouts.Write, time.Minute)
 	setDefault(&c.Timeouts.ClientWriteIdle, time.Minute)
 	setDefault(&c.Timeouts.IdleConn, 4*time.Second)
 	if c.Health.Failures == 0 {

@@ -47,7 +47,9 @@ type Deployment struct {
 	lastDownLog, lastBackLog throttle
 
 	maxConns int
-	idleConn time.Duration
+	// timeouts are the process's timeouts the client was made with; those of
+	// the client's side (ClientWriteIdle) are left zero.
+	timeouts config.Timeouts
 
 	// Budget bounds the retries of calls that failed on the deployment.
 	Budget Budget
@@ -82,7 +84,7 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 		maxAnswer:   l.MaxResponseBytes,
 		logEvery:    LogEvery,
 		maxConns:    u.MaxConns,
-		idleConn:    t.IdleConn.D(),
+		timeouts:    upstreamTimeouts(t),
 	}
 	d.client = newClient(addr, tlsConfig(isTLS, pu.Hostname()), u.MaxConns, t)
 	if !d.loadsItself() {
@@ -94,7 +96,7 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 // newClient makes the deployment's client to addr; tc, when not nil, is its
 // TLS configuration.
 func newClient(addr string, tc *tls.Config, maxConns int, t config.Timeouts) *fasthttp.HostClient {
-	dial := &dialer{connect: t.Connect.D(), firstByte: t.FirstByte.D(), idle: t.Idle.D(), tls: tc}
+	dial := &dialer{connect: t.Connect.D(), firstByte: t.FirstByte.D(), idle: t.Idle.D(), write: t.Write.D(), tls: tc}
 	return &fasthttp.HostClient{
 		Addr:                          addr,
 		Name:                          "",
@@ -131,8 +133,14 @@ func tlsConfig(isTLS bool, host string) *tls.Config {
 
 // Same reports whether the deployment can be kept across a reload to u.
 func (d *Deployment) Same(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits) bool {
-	return d.cfg == u && d.idleConn == t.IdleConn.D() && d.maxFailures == int32(h.Failures) &&
+	return d.cfg == u && d.timeouts == upstreamTimeouts(t) && d.maxFailures == int32(h.Failures) &&
 		d.cooldown == h.Cooldown.D() && d.maxAnswer == l.MaxResponseBytes
+}
+
+// upstreamTimeouts is t without the timeouts of the client's side.
+func upstreamTimeouts(t config.Timeouts) config.Timeouts {
+	t.ClientWriteIdle = 0
+	return t
 }
 
 // fasthttpLinearMax is the largest bound at which fasthttp's own read of a

@@ -14,17 +14,18 @@ import (
 	"github.com/modelgate/gateway/proxy/rawio"
 )
 
-// dialer makes upstream connections that own their read deadlines: after a
+// dialer makes upstream connections that own their deadlines: after a
 // request is written, the next read may wait up to firstByte; every later read
 // up to idle. fasthttp's own read deadline covers a whole streamed body, which
-// would cut long streams, so it is ignored.
+// would cut long streams, so it is ignored. A request's write may wait up to
+// write for the upstream to take each piece of it (see deadlineConn.Write).
 //
 // It also speaks TLS to deployments that want it (tls is not nil), below
 // deadlineConn, so that Stale and the deadlines see the connection whatever
 // its scheme.
 type dialer struct {
-	connect, firstByte, idle time.Duration
-	tls                      *tls.Config
+	connect, firstByte, idle, write time.Duration
+	tls                             *tls.Config
 }
 
 // errDial marks a failure to connect: nothing reached the upstream, so the call
@@ -42,7 +43,7 @@ func (d *dialer) Dial(addr string) (net.Conn, error) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	dc := &deadlineConn{firstByte: d.firstByte, idle: d.idle}
+	dc := &deadlineConn{firstByte: d.firstByte, idle: d.idle, write: d.write}
 	if rc := rawio.Wrap(c); rc != nil {
 		c, dc.raw = rc, rc.Raw()
 	}
@@ -83,9 +84,9 @@ type deadlineConn struct {
 	net.Conn
 	// raw is the TCP connection under Conn (under TLS too), for flushAwait;
 	// nil when there is none. That connection is a rawio.Conn.
-	raw             syscall.RawConn
-	firstByte, idle time.Duration
-	awaiting        bool
+	raw                    syscall.RawConn
+	firstByte, idle, write time.Duration
+	awaiting               bool
 	// pinned keeps the read deadline in force instead of moving it on each
 	// read: from a request's write until its answer's head is read whole, so
 	// that the head must come whole within firstByte however its bytes
@@ -103,8 +104,9 @@ type deadlineConn struct {
 	local connAddr
 	// deadline is the read deadline in force; it is moved only when the
 	// wanted one is later by more than a sixteenth of the timeout, so a busy
-	// stream does not re-arm a timer on every read.
-	deadline time.Time
+	// stream does not re-arm a timer on every read. writeDeadline is the
+	// write deadline in force, moved alike.
+	deadline, writeDeadline time.Time
 	// lastRead is when the last read began; see flushAwait.
 	lastRead time.Time
 	// step, pending and flushErr are flushAwait's, kept here so that a call
@@ -114,16 +116,57 @@ type deadlineConn struct {
 	flushErr error
 }
 
+// writePiece bounds what one write to the connection may carry: the upstream
+// must take each piece within the write timeout. A Write of a larger p (a
+// body written past the buffer) goes in pieces, so that a large body is
+// bounded by the upstream's progress, not by its size.
+const writePiece = 256 << 10
+
+// Write writes p within the write timeout a piece: an upstream that stops
+// taking the request (it accepted the connection and does not read, or its
+// window stays shut) fails the call with a timeout, and the connection is
+// closed, rather than holding it and the call for ever.
 func (c *deadlineConn) Write(p []byte) (int, error) {
 	if !c.awaiting {
 		c.reused, c.stale = c.answers > 0, false
 	}
 	c.awaiting, c.pinned, c.whole = true, true, false
-	n, err := c.Conn.Write(p)
-	if err != nil && c.reused && !IsTimeout(err) {
-		c.stale = true
+	var n int
+	for {
+		piece := p[n:]
+		if len(piece) > writePiece {
+			piece = piece[:writePiece]
+		}
+		if err := c.armWrite(); err != nil {
+			return n, err
+		}
+		m, err := c.Conn.Write(piece)
+		n += m
+		if err != nil {
+			if c.reused && !IsTimeout(err) {
+				c.stale = true
+			}
+			return n, err
+		}
+		if n == len(p) {
+			return n, nil
+		}
 	}
-	return n, err
+}
+
+// armWrite sets the write deadline for the next piece: write from now, moved
+// as the read deadline is (see DeadlineMoves), so that a busy connection
+// re-arms its timer about once a sixteenth of the timeout, not per request.
+func (c *deadlineConn) armWrite() error {
+	if c.write <= 0 {
+		return nil
+	}
+	want := time.Now().Add(c.write)
+	if !DeadlineMoves(c.writeDeadline, want, c.write) {
+		return nil
+	}
+	c.writeDeadline = want
+	return c.Conn.SetWriteDeadline(want)
 }
 
 // DeadlineMoves reports whether a connection's deadline in force, current,
@@ -276,5 +319,8 @@ func Stale(resp *fasthttp.Response) bool {
 // SetReadDeadline is owned by Read; see dialer.
 func (c *deadlineConn) SetReadDeadline(time.Time) error { return nil }
 
-// SetDeadline keeps the write half; reads are owned by Read.
-func (c *deadlineConn) SetDeadline(t time.Time) error { return c.Conn.SetWriteDeadline(t) }
+// SetWriteDeadline is owned by Write; see dialer.
+func (c *deadlineConn) SetWriteDeadline(time.Time) error { return nil }
+
+// SetDeadline is owned by Read and Write; see dialer.
+func (c *deadlineConn) SetDeadline(time.Time) error { return nil }

@@ -387,3 +387,66 @@ func TestTransportTakesOnlyRequests(t *testing.T) {
 		t.Fatalf("a plain fasthttp.Request: %v, want errNotRaw", err)
 	}
 }
+
+// writeDeadlineCounter counts the write deadlines set on its connection.
+type writeDeadlineCounter struct {
+	net.Conn
+	sets *int
+}
+
+func (c *writeDeadlineCounter) SetWriteDeadline(t time.Time) error {
+	*c.sets++
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// Kept-alive calls in quick succession arm the write deadline once: it moves
+// only when it would be later by more than a sixteenth of the timeout (see
+// DeadlineMoves), not at every request.
+func TestWriteDeadlineArmedOnce(t *testing.T) {
+	var sets int
+	client := pipeClient(func() (string, bool) {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", true
+	}, func(c net.Conn) *deadlineConn {
+		return &deadlineConn{Conn: &writeDeadlineCounter{Conn: c, sets: &sets}, firstByte: 10 * time.Minute,
+			idle: time.Minute, write: time.Minute}
+	})
+	for i := range 5 {
+		var r Relay
+		if err := send(t, client, &r, false); err != nil || string(r.resp.Body()) != "{}" {
+			t.Fatalf("call %d: %q %v", i, r.resp.Body(), err)
+		}
+	}
+	if sets != 1 {
+		t.Fatalf("%d write deadlines set over 5 calls, want the first call's only", sets)
+	}
+}
+
+// An upstream that never reads the request fails the call with a timeout
+// once the write has waited the write timeout, and the connection is closed:
+// a net.Pipe takes no byte until the other end reads.
+func TestWriteTimeout(t *testing.T) {
+	closed := make(chan struct{})
+	client := &fasthttp.HostClient{Addr: "upstream", Transport: answerTransport, Dial: func(string) (net.Conn, error) {
+		c, server := net.Pipe()
+		t.Cleanup(func() { server.Close() })
+		go func() { // never reads; its write waits until the other end closes
+			server.Write([]byte{0})
+			close(closed)
+		}()
+		dc := &deadlineConn{Conn: c, firstByte: time.Minute, idle: time.Minute, write: 50 * time.Millisecond}
+		dc.local = connAddr{Addr: c.LocalAddr(), conn: dc}
+		return dc, nil
+	}}
+	var r Relay
+	if err := send(t, client, &r, false); err != fasthttp.ErrTimeout {
+		t.Fatalf("%v, want fasthttp.ErrTimeout", err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("the connection was not closed")
+	}
+	if n := client.ConnsCount(); n != 0 {
+		t.Fatalf("%d connections kept", n)
+	}
+}
