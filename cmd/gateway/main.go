@@ -229,6 +229,9 @@ func serve(cfg *config.Config, o serveOptions) error {
 		st.Close()
 		return err
 	}
+	for _, h := range proxy.BaseURLHints(cfg) {
+		log.Warn(h)
+	}
 	lns, err := listen(cfg.Listen, o.adminListen)
 	if err != nil {
 		st.Close()
@@ -444,6 +447,9 @@ func check(args []string, stdout, stderr io.Writer) error {
 	// store or a listener: no connection is made.
 	if _, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
 		return fmt.Errorf("config %s:\n%w", *configPath, err)
+	}
+	for _, h := range proxy.BaseURLHints(cfg) {
+		fmt.Fprintln(stderr, "warning:", h)
 	}
 	fmt.Fprintf(stdout, "config ok: %d keys, %d upstreams, %d models\n", len(cfg.Keys), len(cfg.Upstreams), len(cfg.Models))
 	return nil

@@ -102,7 +102,7 @@ func TestHelp(t *testing.T) {
 	for _, want := range []string{
 		"-config file", "-listen address", "-log-format format", "-access-log format", "-admin-listen address",
 		"-grace duration", "-version", "gateway check -config FILE", "gateway hash-key [KEY]",
-		"SIGHUP", "SIGTERM", "store.engine", "store.addrs", "/healthz", "/readyz", "/metrics", "/status", "(default 30s)", `(default "127.0.0.1:9091")`,
+		"SIGHUP", "SIGTERM", "store.engine", "store.addrs", "/healthz", "/readyz", "/metrics", "/status", "(default 30s)", `(default "127.0.0.1:9091")`, "-data directory",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("-help does not mention %q:\n%s", want, help)
@@ -247,6 +247,18 @@ func TestCheck(t *testing.T) {
 	}
 	if code, out, _ := runBin(t, "", "check", good); code != 0 || out != "config ok: 2 keys, 3 upstreams, 2 models\n" {
 		t.Fatalf("check FILE: exit %d, %q", code, out)
+	}
+	// A beta base_url on the provider's host without /v1 is valid, and would
+	// get the provider's 404 on every call: check says so, and passes.
+	hinted := filepath.Join(dir, "hinted.yaml")
+	writeConfig(t, hinted, dir, "127.0.0.1:1", "127.0.0.1:2", "")
+	b, _ := os.ReadFile(hinted)
+	os.WriteFile(hinted, []byte(strings.Replace(string(b), `base_url: "http://127.0.0.1:1/v1"`, `base_url: "https://api.openai.com"`, 1)), 0o600)
+	code, out, errOut = runBin(t, "", "check", hinted)
+	if code != 0 || out != "config ok: 2 keys, 3 upstreams, 2 models\n" ||
+		!strings.Contains(errOut, "warning: upstreams[0].base_url: https://api.openai.com is not the base URL") ||
+		!strings.Contains(errOut, "use https://api.openai.com/v1\n") {
+		t.Fatalf("a beta base_url without /v1: exit %d, %q %q", code, out, errOut)
 	}
 	if code, _, errOut := runBin(t, "", "check"); code != 2 || !strings.Contains(errOut, "gateway check -config FILE") {
 		t.Fatalf("no -config: exit %d, %q", code, errOut)
