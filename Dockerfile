@@ -19,6 +19,9 @@ COPY --from=build /out/gateway /usr/local/bin/gateway
 COPY --from=build --chown=65532:65532 /out/data /var/lib/gateway
 USER 65532:65532
 VOLUME /var/lib/gateway
-EXPOSE 8080 9090
+# 9091 is the admin listener (/status, /metrics: key ids and their usage). 0.0.0.0 is the
+# container's own interface; publish 9091 on a private address of the host only:
+#   docker run -p 8080:8080 -p 127.0.0.1:9091:9091 ...  (docs/operations.md, Docker)
+EXPOSE 8080 9091
 ENTRYPOINT ["/usr/local/bin/gateway"]
-CMD ["-config", "/etc/gateway/gateway.yaml", "-listen", "0.0.0.0:8080", "-admin-listen", "0.0.0.0:9090", "-log-format", "json", "-access-log", "json"]
+CMD ["-config", "/etc/gateway/gateway.yaml", "-listen", "0.0.0.0:8080", "-admin-listen", "0.0.0.0:9091", "-log-format", "json", "-access-log", "json"]

@@ -2,9 +2,13 @@ package proxy
 
 import (
 	"bytes"
+	"fmt"
+	"net/url"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/family"
 )
 
@@ -71,4 +75,56 @@ func baseURLHint(ctx *fasthttp.RequestCtx) (fam family.Family, msg string, ok bo
 		return fam, msg, true
 	}
 	return familyOfPath(p), "", false
+}
+
+// A deployment whose base_url is a known provider's host, but not the base
+// URL that provider's own SDK takes, gets every call answered by the
+// provider's 404: https://api.openai.com without its /v1, for one. Such a
+// base_url is valid, so it is no config error; check and start warn of it.
+
+// providerBase is the path of the base URL a provider's SDK takes on host.
+type providerBase struct {
+	host string
+	fam  family.Family
+	path string
+}
+
+var providerBases = []providerBase{
+	{"api.openai.com", family.Beta, "/v1"},
+	{"api.mistral.ai", family.Beta, "/v1"},
+	{"api.x.ai", family.Beta, "/v1"},
+	{"api.groq.com", family.Beta, "/openai/v1"},
+	{"api.anthropic.com", family.Alpha, ""},
+	{"generativelanguage.googleapis.com", family.Gamma, ""},
+}
+
+// upstreamTail is what the gateway appends to a deployment's base URL, by family.
+var upstreamTail = [family.Count]string{
+	family.Alpha: "/v1/messages",
+	family.Beta:  "/chat/completions",
+	family.Gamma: "/{version}/models/{model}:generateContent",
+}
+
+// BaseURLHints returns one line for each deployment of cfg whose base_url
+// names a known provider's host with another path than its SDK's base URL.
+func BaseURLHints(cfg *config.Config) []string {
+	var hints []string
+	for i, u := range cfg.Upstreams {
+		fam, ok := family.Parse(u.Family)
+		base, err := url.Parse(u.BaseURL)
+		if !ok || err != nil {
+			continue
+		}
+		path := strings.TrimSuffix(base.Path, "/")
+		for _, p := range providerBases {
+			if p.fam != fam || !strings.EqualFold(base.Hostname(), p.host) || path == p.path {
+				continue
+			}
+			want := *base
+			want.Path = p.path
+			hints = append(hints, fmt.Sprintf("upstreams[%d].base_url: %s is not the base URL of %s's SDK: the gateway appends %s to it, which %s answers with 404; use %s",
+				i, u.BaseURL, p.host, upstreamTail[fam], p.host, want.String()))
+		}
+	}
+	return hints
 }

@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/modelgate/gateway/proxy/config"
 )
 
 // TestNotFoundNamesBaseURL: an SDK pointed at the wrong base URL gets a 404 in
@@ -68,4 +71,39 @@ func TestNotFoundNamesBaseURL(t *testing.T) {
 	// no SDK's path, or the right base with an endpoint it lacks: no hint
 	f("GET", "/nothing/here", nil, "beta", "")
 	f("POST", "/v1/router/beta/v1/responses/x/y/z", nil, "beta", "")
+}
+
+// TestBaseURLHints: a deployment on a known provider's host without the path
+// of that provider's SDK base URL is named, with the base URL to use; the
+// right base URLs and unknown hosts are not.
+func TestBaseURLHints(t *testing.T) {
+	f := func(fam, baseURL, want string) {
+		t.Helper()
+		yaml := fmt.Sprintf("keys: [{id: a, key: k}]\nupstreams:\n  - {name: u, family: %s, base_url: %q, api_key: k}\nmodels: [{id: m, upstreams: [u]}]\n", fam, baseURL)
+		cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		hints := BaseURLHints(cfg)
+		switch {
+		case want == "" && len(hints) > 0:
+			t.Errorf("%s %s: %q", fam, baseURL, hints)
+		case want != "" && (len(hints) != 1 || !strings.HasPrefix(hints[0], "upstreams[0].base_url: "+baseURL+" ") || !strings.HasSuffix(hints[0], "use "+want)):
+			t.Errorf("%s %s: %q, want one hint ending in use %s", fam, baseURL, hints, want)
+		}
+	}
+	f("beta", "https://api.openai.com", "https://api.openai.com/v1")
+	f("beta", "https://api.openai.com/", "https://api.openai.com/v1")
+	f("beta", "https://API.OpenAI.com:443/v2", "https://API.OpenAI.com:443/v1")
+	f("beta", "https://api.groq.com/v1", "https://api.groq.com/openai/v1")
+	f("alpha", "https://api.anthropic.com/v1", "https://api.anthropic.com")
+	f("gamma", "https://generativelanguage.googleapis.com/v1beta", "https://generativelanguage.googleapis.com")
+	f("beta", "https://api.openai.com/v1", "")
+	f("beta", "https://api.openai.com/v1/", "")
+	f("beta", "https://api.groq.com/openai/v1", "")
+	f("alpha", "https://api.anthropic.com", "")
+	f("alpha", "https://api.anthropic.com/", "")
+	f("gamma", "https://generativelanguage.googleapis.com", "")
+	f("beta", "http://127.0.0.1:1", "")
+	f("beta", "https://api.openai.com.example.net", "")
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"io"
@@ -329,10 +330,13 @@ func appendSessionHash(dst []byte, h uint64) []byte {
 }
 
 // WritePrometheus writes the gateway's metrics in the Prometheus text format,
-// followed by the Go runtime and process metrics.
+// followed by the Go runtime and process metrics; every family with its
+// # HELP text (see metricHelp).
 func (g *Gateway) WritePrometheus(w io.Writer) {
-	g.obs.set.WritePrometheus(w)
-	metrics.WriteProcessMetrics(w)
+	var b bytes.Buffer
+	g.obs.set.WritePrometheus(&b)
+	metrics.WriteProcessMetrics(&b)
+	w.Write(appendHelpFilled(make([]byte, 0, b.Len()+8<<10), b.Bytes()))
 }
 
 // writeStateMetrics writes what is read at scrape time rather than counted:

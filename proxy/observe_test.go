@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -759,10 +760,12 @@ func TestUnreachableCauseLogged(t *testing.T) {
 }
 
 // TestMetricsMetadata: every metric family in /metrics has one # TYPE line,
-// before its samples, and a # HELP line.
+// before its samples, and a # HELP line with a text; promtool, when
+// installed, finds no family without help.
 func TestMetricsMetadata(t *testing.T) {
 	e, _ := newOpsEnv(t, nil, Options{})
 	e.do("POST", "/v1/router/beta/v1/chat/completions", bearer(keyA), `{"model":"plain-model","messages":[]}`)
+	e.do("POST", "/v1/router/beta/v1/chat/completions", bearer("sk-wrong"), `{"model":"plain-model","messages":[]}`)
 	_, _, body := adminGet(e.gw, "/metrics")
 	typed, helped := map[string]string{}, map[string]bool{}
 	samples := 0
@@ -776,7 +779,10 @@ func TestMetricsMetadata(t *testing.T) {
 			continue
 		}
 		if f, ok := strings.CutPrefix(line, "# HELP "); ok {
-			name, _, _ := strings.Cut(f, " ")
+			name, help, _ := strings.Cut(f, " ")
+			if strings.TrimSpace(help) == "" {
+				t.Errorf("%s: # HELP with no text", name)
+			}
 			helped[name] = true
 			continue
 		}
@@ -797,7 +803,21 @@ func TestMetricsMetadata(t *testing.T) {
 			t.Errorf("%s: no # TYPE or # HELP before it", line)
 		}
 	}
-	if samples == 0 || typed["gateway_deployment_excluded"] != "gauge" || typed["gateway_affinity_picks_total"] != "counter" {
+	if samples == 0 || typed["gateway_deployment_excluded"] != "gauge" || typed["gateway_affinity_picks_total"] != "counter" ||
+		typed["gateway_requests_total"] != "counter" || typed["gateway_rejections_total"] != "counter" {
 		t.Fatalf("%d samples, types %v", samples, typed)
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Logf("promtool not installed: the lint by promtool check metrics is left out")
+		return
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	out, _ := cmd.CombinedOutput() // it exits 1 for the runtime metrics' naming, which is the metrics package's
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "no help text") || strings.Contains(line, "error while linting") {
+			t.Errorf("promtool check metrics: %s", line)
+		}
 	}
 }

@@ -1,26 +1,34 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 
 	"github.com/modelgate/gateway/bench/sim"
 	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/store"
 )
 
 // demoUpstream is the offline demo: two in-process simulator deployments that
-// speak every family, and a config routing demo models to them.
+// speak every family, and a config routing demo models to them. Its store is
+// -data, or ./data; when another process holds ./data (a first demo), a
+// temporary directory, removed by Close.
 type demoUpstream struct {
-	sims   []*sim.Server
-	cfg    *config.Config
-	addr   string
-	key    string
-	models []string
+	sims    []*sim.Server
+	cfg     *config.Config
+	addr    string
+	key     string
+	models  []string
+	ownData bool   // the store directory was given with -data
+	tmp     string // the temporary store directory, or ""
 }
 
 const demoKey = "demo-key"
 
-func startDemo() (*demoUpstream, error) {
-	d := &demoUpstream{key: demoKey, models: []string{"demo-chat", "demo-image"}}
+func startDemo(dataDir string) (*demoUpstream, error) {
+	d := &demoUpstream{key: demoKey, models: []string{"demo-chat", "demo-image"}, ownData: dataDir != ""}
 	var yaml string
 	yaml += "keys:\n  - {id: demo, key: " + demoKey + "}\nupstreams:\n"
 	var names []string
@@ -49,12 +57,36 @@ func startDemo() (*demoUpstream, error) {
 		d.Close()
 		return nil, fmt.Errorf("BUG: demo config: %w", err)
 	}
+	if dataDir != "" {
+		cfg.Store.Path = dataDir
+	}
 	d.cfg = cfg
 	return d, nil
+}
+
+// orTempStore returns st and err, the outcome of opening the demo's store,
+// unless that store is the default ./data and another process holds it: then
+// it opens a store in a temporary directory, and says so.
+func (d *demoUpstream) orTempStore(cfg *config.Config, st store.Store, err error, log *slog.Logger) (store.Store, error) {
+	if d.ownData || !errors.Is(err, store.ErrLocked) {
+		return st, err
+	}
+	dir, err := os.MkdirTemp("", "gateway-demo-")
+	if err != nil {
+		return nil, fmt.Errorf("cannot make a temporary store directory: %w", err)
+	}
+	d.tmp = dir
+	log.Warn("another process holds the demo's store "+cfg.Store.Path+": this demo keeps its data in a temporary directory, removed at exit (-data DIR chooses one)",
+		"store", dir)
+	cfg.Store.Path = dir
+	return openStore(cfg, log)
 }
 
 func (d *demoUpstream) Close() {
 	for _, s := range d.sims {
 		s.Close()
+	}
+	if d.tmp != "" {
+		os.RemoveAll(d.tmp)
 	}
 }

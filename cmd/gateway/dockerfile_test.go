@@ -168,3 +168,33 @@ func TestMakeRunArgs(t *testing.T) {
 		t.Fatalf("make run runs:\n%s", out)
 	}
 }
+
+// TestDockerignore: what git ignores (builds, the store, the JS tests'
+// node_modules after make test) stays out of the Docker build context too.
+func TestDockerignore(t *testing.T) {
+	read := func(name string) []string {
+		b, err := os.ReadFile(filepath.Join(repoRoot, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pats []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+				pats = append(pats, strings.Trim(line, "/"))
+			}
+		}
+		return pats
+	}
+	docker := read(".dockerignore")
+	for _, g := range read(".gitignore") {
+		covered := false
+		for _, d := range docker {
+			// git matches a pattern without a slash at any depth; Docker only
+			// with a leading **/.
+			covered = covered || d == g || strings.HasPrefix(g, d+"/") || (!strings.Contains(g, "/") && d == "**/"+g)
+		}
+		if !covered {
+			t.Errorf(".gitignore has %s, .dockerignore does not", g)
+		}
+	}
+}

@@ -92,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 // flags are the process knobs of serving.
 type flags struct {
 	configPath, listen, logFormat, accessLog, adminListen string
+	demoData                                              string // "": ./data, or a temporary directory when ./data is held
 	grace                                                 time.Duration
 	showVersion                                           bool
 }
@@ -103,6 +104,7 @@ func newFlags(f *flags) *flag.FlagSet {
 	fs.StringVar(&f.logFormat, "log-format", "text", "`format` of the operational log on stderr: text or json")
 	fs.StringVar(&f.accessLog, "access-log", "text", "`format` of the access log on stdout, one line per request when it ends: text, json or off.\nIt names the caller by key id and the session by a hash; never a key or a body")
 	fs.StringVar(&f.adminListen, "admin-listen", defaultAdminListen, "`address` of the admin listener: /status (a page for a person), /metrics (Prometheus),\n/healthz and /readyz; off to run without it. /status and /metrics are never served on the\nclient listener; /healthz and /readyz are on both")
+	fs.StringVar(&f.demoData, "data", "", "`directory` of the offline demo's store (without -config; default ./data, or a\ntemporary directory, removed at exit, when another process holds ./data)")
 	fs.DurationVar(&f.grace, "grace", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight requests and streams may take to finish;\nwhat is still open after it is cut when the process exits")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 	return fs
@@ -138,23 +140,24 @@ func serveCommand(f flags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	o := serveOptions{configPath: f.configPath, adminListen: f.adminListen, grace: f.grace, log: log, access: access}
 	var cfg *config.Config
 	if f.configPath == "" {
-		demo, err := startDemo()
+		demo, err := startDemo(f.demoData)
 		if err != nil {
 			return err
 		}
 		defer demo.Close()
-		cfg = demo.cfg
-		log.Warn("no provider configured: serving the offline demo against the bundled upstream simulator",
-			"simulator", demo.addr, "demo_key", demo.key, "models", demo.models)
+		cfg, o.demo = demo.cfg, demo
+	} else if f.demoData != "" {
+		return usageError{"-data is the offline demo's store; with -config, the config's store section names the store"}
 	} else if cfg, err = config.Load(f.configPath); err != nil {
 		return err
 	}
 	if f.listen != "" {
 		cfg.Listen = f.listen
 	}
-	return serve(cfg, serveOptions{configPath: f.configPath, adminListen: f.adminListen, grace: f.grace, log: log, access: access})
+	return serve(cfg, o)
 }
 
 // usage is the -help text: every form of the command, every flag, the signals.
@@ -203,7 +206,8 @@ type serveOptions struct {
 	adminListen string
 	grace       time.Duration
 	log         *slog.Logger
-	access      *slog.Logger // nil: no access log
+	access      *slog.Logger  // nil: no access log
+	demo        *demoUpstream // the offline demo, or nil
 }
 
 func serve(cfg *config.Config, o serveOptions) error {
@@ -214,6 +218,9 @@ func serve(cfg *config.Config, o serveOptions) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	st, err := openStore(cfg, log)
+	if o.demo != nil {
+		st, err = o.demo.orTempStore(cfg, st, err, log)
+	}
 	if err != nil {
 		return err // it names the store and says why, once
 	}
@@ -222,12 +229,21 @@ func serve(cfg *config.Config, o serveOptions) error {
 		st.Close()
 		return err
 	}
+	for _, h := range proxy.BaseURLHints(cfg) {
+		log.Warn(h)
+	}
 	lns, err := listen(cfg.Listen, o.adminListen)
 	if err != nil {
 		st.Close()
 		return err
 	}
+	// Only now, with the store open and the listeners bound, does a line say
+	// that the gateway serves: a port or store error comes before any.
 	r := start(gw, st, lns, log)
+	if o.demo != nil {
+		log.Warn("no provider configured: serving the offline demo against the bundled upstream simulator",
+			"simulator", o.demo.addr, "demo_key", o.demo.key, "models", o.demo.models)
+	}
 	log.Info("gateway listening", append([]any{"addr", lns[0].Addr().String()}, append(storeAttrs(cfg.Store), "version", version)...)...)
 	return r.wait(sigs, o)
 }
@@ -431,6 +447,9 @@ func check(args []string, stdout, stderr io.Writer) error {
 	// store or a listener: no connection is made.
 	if _, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
 		return fmt.Errorf("config %s:\n%w", *configPath, err)
+	}
+	for _, h := range proxy.BaseURLHints(cfg) {
+		fmt.Fprintln(stderr, "warning:", h)
 	}
 	fmt.Fprintf(stdout, "config ok: %d keys, %d upstreams, %d models\n", len(cfg.Keys), len(cfg.Upstreams), len(cfg.Models))
 	return nil

@@ -102,7 +102,7 @@ func TestHelp(t *testing.T) {
 	for _, want := range []string{
 		"-config file", "-listen address", "-log-format format", "-access-log format", "-admin-listen address",
 		"-grace duration", "-version", "gateway check -config FILE", "gateway hash-key [KEY]",
-		"SIGHUP", "SIGTERM", "store.engine", "store.addrs", "/healthz", "/readyz", "/metrics", "/status", "(default 30s)", `(default "127.0.0.1:9091")`,
+		"SIGHUP", "SIGTERM", "store.engine", "store.addrs", "/healthz", "/readyz", "/metrics", "/status", "(default 30s)", `(default "127.0.0.1:9091")`, "-data directory",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("-help does not mention %q:\n%s", want, help)
@@ -151,6 +151,66 @@ func TestSecondGatewayOnOneStore(t *testing.T) {
 	}
 }
 
+// TestDemoBesideAnother: a second demo started where a first holds ./data
+// serves from a temporary store, says so, and removes it at exit; -data names
+// the store; a store or port error comes before any line that says the
+// gateway serves.
+func TestDemoBesideAnother(t *testing.T) {
+	dir := t.TempDir()
+	demo := func(extra ...string) []string {
+		return append([]string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-log-format", "json", "-access-log", "off"}, extra...)
+	}
+	first := launch(t, dir, demo(), nil)
+	second := launch(t, dir, demo(), nil)
+	tmp := logField(t, second.stderr.waitFor(t, "another process holds the demo's store"), "store")
+	if tmp == "" || strings.HasPrefix(tmp, dir) {
+		t.Fatalf("the second demo's store: %q", tmp)
+	}
+	for _, g := range []*gateway{first, second} {
+		if status := chatCall(t, g.base, demoKey); status != 200 {
+			t.Fatalf("chat on %s: %d\n%s", g.base, status, g.stderr.String())
+		}
+	}
+	second.signal(syscall.SIGTERM)
+	if code := second.exitCode(); code != 0 {
+		t.Fatalf("the second demo exits %d:\n%s", code, second.stderr.String())
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the temporary store is left behind: %v", err)
+	}
+	if strings.Contains(first.stderr.String(), "another process holds") {
+		t.Fatalf("the first demo did not take ./data:\n%s", first.stderr.String())
+	}
+
+	serves := []string{"offline demo", "listening"}
+	f := func(wantErr string, args ...string) {
+		t.Helper()
+		code, _, errOut := runBin(t, "", args...)
+		if code != 1 || !strings.Contains(errOut, wantErr) {
+			t.Fatalf("%q: exit %d, want 1 and %q:\n%s", args, code, wantErr, errOut)
+		}
+		for _, s := range serves {
+			if strings.Contains(errOut, s) {
+				t.Errorf("%q failed after a line with %q:\n%s", args, s, errOut)
+			}
+		}
+	}
+	f("held by another process", demo("-data", filepath.Join(dir, "data"))...)
+	f("cannot listen on", "-listen", strings.TrimPrefix(first.base, "http://"), "-admin-listen", "127.0.0.1:0", "-data", t.TempDir(), "-log-format", "json")
+	f("(-admin-listen)", "-listen", "127.0.0.1:0", "-admin-listen", strings.TrimPrefix(first.admin, "http://"), "-data", t.TempDir(), "-log-format", "json")
+	own := filepath.Join(t.TempDir(), "own")
+	third := launch(t, "", demo("-data", own), nil)
+	if status := chatCall(t, third.base, demoKey); status != 200 {
+		t.Fatalf("chat with -data: %d", status)
+	}
+	if _, err := os.Stat(own); err != nil {
+		t.Fatalf("-data %s: %v", own, err)
+	}
+	if code, _, errOut := runBin(t, "", "-config", "x.yaml", "-data", own); code != 2 || !strings.Contains(errOut, "-data is the offline demo's store") {
+		t.Fatalf("-data with -config: exit %d: %s", code, errOut)
+	}
+}
+
 func TestHashKey(t *testing.T) {
 	want := proxy.HashKey(keyA) + "\n"
 	if code, out, _ := runBin(t, "", "hash-key", keyA); code != 0 || out != want {
@@ -187,6 +247,18 @@ func TestCheck(t *testing.T) {
 	}
 	if code, out, _ := runBin(t, "", "check", good); code != 0 || out != "config ok: 2 keys, 3 upstreams, 2 models\n" {
 		t.Fatalf("check FILE: exit %d, %q", code, out)
+	}
+	// A beta base_url on the provider's host without /v1 is valid, and would
+	// get the provider's 404 on every call: check says so, and passes.
+	hinted := filepath.Join(dir, "hinted.yaml")
+	writeConfig(t, hinted, dir, "127.0.0.1:1", "127.0.0.1:2", "")
+	b, _ := os.ReadFile(hinted)
+	os.WriteFile(hinted, []byte(strings.Replace(string(b), `base_url: "http://127.0.0.1:1/v1"`, `base_url: "https://api.openai.com"`, 1)), 0o600)
+	code, out, errOut = runBin(t, "", "check", hinted)
+	if code != 0 || out != "config ok: 2 keys, 3 upstreams, 2 models\n" ||
+		!strings.Contains(errOut, "warning: upstreams[0].base_url: https://api.openai.com is not the base URL") ||
+		!strings.Contains(errOut, "use https://api.openai.com/v1\n") {
+		t.Fatalf("a beta base_url without /v1: exit %d, %q %q", code, out, errOut)
 	}
 	if code, _, errOut := runBin(t, "", "check"); code != 2 || !strings.Contains(errOut, "gateway check -config FILE") {
 		t.Fatalf("no -config: exit %d, %q", code, errOut)

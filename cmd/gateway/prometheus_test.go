@@ -193,8 +193,11 @@ const dashboardPath = "../../docs/grafana/gateway-dashboard.json"
 
 // checkDashboard runs every query of the Grafana dashboard through
 // Prometheus (Grafana's variables replaced by what they stand for), and
-// checks that every metric it names is exported by the gateway, but the
-// token counters, which come from another part of the gateway.
+// checks that every metric it names is exported by the gateway (with its
+// # TYPE line at least: a key's limits have samples only once configured),
+// but the token counters, which come from another part of the gateway, and
+// the round trips to Redis, written with Redis only; and that a panel shows
+// each metric of the rate limits.
 func checkDashboard(t *testing.T, api promAPI, admin string) {
 	t.Helper()
 	raw, err := os.ReadFile(dashboardPath)
@@ -217,15 +220,25 @@ func checkDashboard(t *testing.T, api promAPI, admin string) {
 	vars := strings.NewReplacer("$__rate_interval", "5m", "$__range", "1h", "$deployment", ".*")
 	names := regexp.MustCompile(`gateway_[a-z_]+`)
 	queries := 0
+	queried := map[string]bool{}
 	for _, p := range d.Panels {
 		for _, tg := range p.Targets {
 			queries++
 			api.vector(t, vars.Replace(tg.Expr)) // fails the test on a query Prometheus refuses
 			for _, n := range names.FindAllString(tg.Expr, -1) {
-				if !strings.HasPrefix(n, "gateway_tokens_total") && !strings.Contains(exported, "\n"+n) {
+				queried[n] = true
+				if n == "gateway_tokens_total" || n == "gateway_ratelimit_backend_calls_total" {
+					continue
+				}
+				if !strings.Contains(exported, "\n"+n+" ") && !strings.Contains(exported, "\n"+n+"{") && !strings.Contains(exported, "\n# TYPE "+n+" ") {
 					t.Errorf("panel %q queries %s, which the gateway does not export", p.Title, n)
 				}
 			}
+		}
+	}
+	for _, m := range regexp.MustCompile(`\n# TYPE (gateway_ratelimit_[a-z_]+) `).FindAllStringSubmatch(exported, -1) {
+		if !queried[m[1]] {
+			t.Errorf("no panel of the dashboard shows %s", m[1])
 		}
 	}
 	if queries < 20 {

@@ -1,11 +1,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
-	"regexp"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -251,8 +250,6 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
 // Load reads, expands and validates the config file at path.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -270,30 +267,24 @@ func Load(path string) (*Config, error) {
 // is an error) and validates the result. The error lists every problem of the file, each
 // naming its field path and what is expected there.
 func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
-	var missing []string
-	expanded := envRef.ReplaceAllStringFunc(string(data), func(ref string) string {
-		name := ref[2 : len(ref)-1]
-		v, ok := lookup(name)
-		if !ok {
-			missing = append(missing, name)
-		}
-		return v
-	})
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("environment variables not set: %s", strings.Join(missing, ", "))
-	}
+	expanded, unset := expandEnv(data, lookup)
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(expanded), &doc); err != nil {
-		return nil, fmt.Errorf("cannot parse YAML: %w", err)
+		var p problems
+		p.unsetByLine(unset)
+		return nil, errors.Join(fmt.Errorf("cannot parse YAML: %w", err), p.err())
 	}
 	var cfg Config
-	var shape problems
+	var env, shape problems
 	if len(doc.Content) > 0 {
+		env.unsetVars(doc.Content[0], "", unset)
 		shape.shape(doc.Content[0], "", reflect.TypeFor[Config]())
 		// A value of the wrong shape is left zero; the rest is still decoded and validated,
 		// so that one run reports every problem of the file.
 		_ = doc.Content[0].Decode(&cfg)
 	}
+	// A value that names an unset variable is reported as that, not as what it spells.
+	shape = append(env, shape.except(env)...)
 	shape.resolvePassword(&cfg.Store, lookup)
 	cfg.EnsureDefaults()
 	p := append(shape, cfg.validate().except(shape)...)

@@ -108,8 +108,61 @@ responses: {retention: 48h}
 
 func TestParseConfigMissingEnv(t *testing.T) {
 	_, err := Parse([]byte(minimalConfig), env(map[string]string{"KEY_A": "x"}))
-	if err == nil || !strings.Contains(err.Error(), "UP") {
-		t.Fatalf("want an error naming UP, got %v", err)
+	if err == nil || !strings.Contains(err.Error(), "upstreams[0].api_key: environment variable UP is not set") {
+		t.Fatalf("want an error naming UP at upstreams[0].api_key, got %v", err)
+	}
+}
+
+// TestParseConfigMissingEnvWithOtherErrors: an unset ${VAR} is one problem among the
+// file's others, named by its field path, all reported in one round; a reference in a
+// comment needs no variable, and an expanded value keeps the YAML type it spells.
+func TestParseConfigMissingEnvWithOtherErrors(t *testing.T) {
+	yaml := `
+keys:
+  - {id: a, key: "${KEY_A}"}   # or "${NOT_NEEDED}"
+upstreams:
+  - {name: u1, family: delta, base_url: "https://${HOST}/v1", api_key: "${UP}", max_conns: ${CONNS}}
+models:
+  - {id: m, upstreams: [u2]}
+retry: {attempts: 11}
+`
+	_, err := Parse([]byte(yaml), env(map[string]string{"HOST": "h.example", "CONNS": "8"}))
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"keys[0].key: environment variable KEY_A is not set (line 3)",
+		"upstreams[0].api_key: environment variable UP is not set (line 5)",
+		`upstreams[0].family: must be alpha, beta or gamma, not "delta"`,
+		`models[0].upstreams[0]: unknown upstream "u2"`,
+		"retry.attempts",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the errors do not say %q:\n%s", want, msg)
+		}
+	}
+	for _, never := range []string{"NOT_NEEDED", "upstreams[0].max_conns", "upstreams[0].api_key: required", "keys[0]: one of"} {
+		if strings.Contains(msg, never) {
+			t.Errorf("the errors say %q:\n%s", never, msg)
+		}
+	}
+	cfg, err := Parse([]byte(yaml), env(map[string]string{"KEY_A": "a", "UP": "u", "HOST": "h.example", "CONNS": "8"}))
+	if err == nil || cfg != nil {
+		t.Fatalf("the family and the model are still wrong: %v", err)
+	}
+	// Left as written in a flow mapping, the reference does not parse: it is named by line.
+	_, err = Parse([]byte("keys: [{id: a, key: ${KEY_A}}]\n"), env(nil))
+	if err == nil || !strings.Contains(err.Error(), "cannot parse YAML") || !strings.Contains(err.Error(), "line 1: environment variable KEY_A is not set") {
+		t.Fatalf("an unset variable in a flow mapping: %v", err)
+	}
+	fixed := strings.NewReplacer("delta", "beta", "[u2]", "[u1]", "attempts: 11", "attempts: 2").Replace(yaml)
+	cfg, err = Parse([]byte(fixed), env(map[string]string{"KEY_A": "a", "UP": "u", "HOST": "h.example", "CONNS": "8"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Keys[0].Key != "a" || cfg.Upstreams[0].BaseURL != "https://h.example/v1" || cfg.Upstreams[0].MaxConns != 8 {
+		t.Fatalf("expanded: %+v %+v", cfg.Keys[0], cfg.Upstreams[0])
 	}
 }
 
