@@ -2,8 +2,12 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +18,7 @@ import (
 
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/ratelimit"
+	"github.com/modelgate/gateway/store"
 	"github.com/modelgate/gateway/store/redistest"
 )
 
@@ -342,6 +347,56 @@ func TestRateLimitReloadThroughGateway(t *testing.T) {
 	for i, want := range []int{200, 429, 429} {
 		if status, body := g.chat(keyA); status != want {
 			t.Fatalf("call %d after lowering to 2 per minute: %d %s, want %d", i+1, status, body, want)
+		}
+	}
+	noFailOpen(t, gws)
+}
+
+// TestRateLimitHugeUsageThroughGateways: the issue's way in. An upstream
+// reports 999999999999999999 input tokens for team-a's call on one
+// gateway; team-a is then refused by its tokens limit on the other gateway
+// (not admitted by a fail mode), and team-b stays limited exactly.
+func TestRateLimitHugeUsageThroughGateways(t *testing.T) {
+	addrs := limitCluster.Addrs(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"chat-model",`+
+			`"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],`+
+			`"usage":{"prompt_tokens":999999999999999999,"completion_tokens":1,"total_tokens":1000000000000000000}}`)
+	}))
+	t.Cleanup(up.Close)
+	host := strings.TrimPrefix(up.URL, "http://")
+	teamB := "{id: team-b, sha256: " + HashKey(keyB) + "}"
+	y := withKeyLimits("{tokens_per_minute: 1000}")(fmt.Sprintf(testConfigYAML, host, host, HashKey(keyB)))
+	y = strings.Replace(y, teamB, strings.TrimSuffix(teamB, "}")+", limits: {requests_per_minute: 2}}", 1) + "rate_limit: {timeout: 10s}\n"
+	cfg, err := config.Parse([]byte(y), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newManualClock()
+	prefix := freshPrefix()
+	var gws []*testEnv
+	for range 2 {
+		rs, err := store.OpenRedis(store.RedisOptions{Addrs: addrs, KeyPrefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rs.Close() })
+		gws = append(gws, serveNode(t, cfg, Options{Store: rs, Now: clk.now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil))
+	}
+	if status, body := gws[0].chat(keyA); status != 200 {
+		t.Fatalf("team-a's call: %d %s", status, body)
+	}
+	for i, g := range gws {
+		status, _, body := g.do("POST", chatPath, bearer(keyA), limitChatBody)
+		if status != 429 || !strings.Contains(string(body), `"type":"tokens"`) {
+			t.Fatalf("team-a on node %d after a usage of 999999999999999999: %d %s", i+1, status, body)
+		}
+	}
+	for i, want := range []int{200, 200, 429, 429} {
+		if status, body := gws[i%2].chat(keyB); status != want {
+			t.Fatalf("team-b's call %d: %d %s, want %d", i+1, status, body, want)
 		}
 	}
 	noFailOpen(t, gws)
