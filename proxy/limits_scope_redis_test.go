@@ -289,6 +289,19 @@ func TestRateLimitBlockedSlot(t *testing.T) {
 	if open, closed := l.BackendFailures(); open+closed != 0 {
 		t.Fatalf("%d decisions without Redis", open+closed)
 	}
+	// Paused again, with a round trip bounded by 1 s: a's round trip times
+	// out, and a alone is refused by the fail mode (closed); b, its minute
+	// repaid, gets exactly its limit.
+	setLimitsTimeout(l, keys, false, time.Second)
+	if err := master.Do(context.Background(), master.B().ClientPause().Timeout(90_000).Write().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(time.Minute)
+	wantKinds(t, "a, its master paused, fail closed", admitN(l, a, 3, 0), kinds(ratelimit.KindUnavailable, 3, 0, 0))
+	wantKinds(t, "b while a times out", admitN(l, b, 6, 0), kinds(ratelimit.KindNone, 5, ratelimit.KindRequests, 1))
+	if open, closed := l.BackendFailures(); open != 0 || closed != 3 {
+		t.Fatalf("decisions without Redis: %d open, %d closed; want a's 3 closed", open, closed)
+	}
 }
 
 // within fails t when f does not return within 20 s.
