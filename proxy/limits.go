@@ -30,7 +30,8 @@ func (c *call) admit() bool {
 }
 
 // settleLimits ends the call's hold on its key's limits, charging the input
-// and output tokens of its answer.
+// and output tokens of its answer (each at most 18 digits, see
+// parse.ReadUsage; Done charges at most ratelimit.MaxCallTokens).
 func (g *Gateway) settleLimits(c *call) {
 	if !c.ticket.Held() {
 		return

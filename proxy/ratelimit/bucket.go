@@ -13,6 +13,26 @@ import (
 // bucket of limit n holds at most window*n of debt: n units at once.
 const window = 60_000
 
+// MaxCallTokens bounds the tokens one call is charged: a larger usage is
+// charged as this many. It is the largest tokens_per_minute the config
+// accepts, and hundreds of times the largest context window of any model
+// (a few million tokens), so no real answer reaches it; an upstream that
+// reports more (a bug, or a counter of its own) spends a minute of the
+// largest limit, and exhausts any smaller one, rather than breaking the
+// arithmetic.
+const MaxCallTokens = 1_000_000_000
+
+// maxDebt bounds a bucket's debt (unit-ms), in memory and in Redis: 2^52,
+// so that the sums the script makes stay integers below 2^53, exact in the
+// doubles of Redis' Lua, and print without an exponent. It takes 75 minutes
+// to repay at the largest limit (1e9 per minute), 52 days at a million per
+// minute: a debt saturates there, it is not forgiven.
+const maxDebt = 1 << 52
+
+// maxOwed bounds the tokens a node owes Redis (charged beyond its
+// reservations and not yet settled): their debt is maxDebt.
+const maxOwed = maxDebt / window
+
 // Kind names what a call was refused for.
 type Kind uint8
 
@@ -49,6 +69,16 @@ type bucket struct {
 	// blockedUntil (ms); calls before then are refused without asking it.
 	blockedUntil int64
 	blockedKind  Kind
+	// With Redis: after a failed round trip of this bucket, Redis is not
+	// asked for it again before downUntil (ms); its decisions follow the
+	// fail mode meanwhile. Other buckets are not concerned.
+	downUntil int64
+	// With Redis: the round trip in flight for this bucket, nil when none.
+	// A decision that needs Redis meanwhile waits for it without b.mu.
+	flight *trip
+	// gen counts the changes of the requests and tokens limits, so that an
+	// allowance reserved under older ones is not kept for a lease.
+	gen uint64
 
 	inflight atomic.Int64
 	rejected [numKinds]atomic.Uint64
@@ -56,8 +86,16 @@ type bucket struct {
 	rpm, tpm, conc atomic.Int64
 }
 
+// setLimits puts l in force. When the requests or tokens limit changes, the
+// allowance reserved from Redis under the old one goes back at the bucket's
+// next decision, which Redis then takes under the new one: a lowered limit
+// holds at once; a refusal under the old limits no longer stands.
 func (b *bucket) setLimits(l config.RateLimits) {
 	b.mu.Lock()
+	if l.RequestsPerMinute != b.lim.RequestsPerMinute || l.TokensPerMinute != b.lim.TokensPerMinute {
+		b.gen++
+		b.leaseEnd, b.blockedUntil = 0, 0
+	}
 	b.lim = l
 	b.mu.Unlock()
 	b.rpm.Store(l.RequestsPerMinute)
@@ -126,11 +164,23 @@ func (v *Verdict) describe(b *bucket, now int64) {
 	v.Limits, v.Model = b.lim, b.model
 	if r := b.lim.RequestsPerMinute; r > 0 {
 		v.ReqRemaining = max(0, (window*r-b.reqDebt)/window) + max(b.reqLeft, 0)
-		v.ReqReset = time.Duration((b.reqDebt+r-1)/r) * time.Millisecond
+		v.ReqReset = msDuration((b.reqDebt + r - 1) / r)
 	}
 	if t := b.lim.TokensPerMinute; t > 0 {
 		v.TokRemaining = max(0, (window*t-b.tokDebt)/window)
-		v.TokReset = time.Duration((b.tokDebt+t-1)/t) * time.Millisecond
+		v.TokReset = msDuration((b.tokDebt + t - 1) / t)
 	}
-	v.RetryAfter = time.Duration(v.retryAfterMs) * time.Millisecond
+	v.RetryAfter = msDuration(v.retryAfterMs)
+}
+
+// maxWait bounds the durations a Verdict shows: 100 years, far below what a
+// time.Duration holds (292 years), so that callers may add to them.
+const maxWait = 100 * 365 * 24 * time.Hour
+
+// msDuration returns ms milliseconds, at most maxWait.
+func msDuration(ms int64) time.Duration {
+	if ms >= int64(maxWait/time.Millisecond) {
+		return maxWait
+	}
+	return time.Duration(ms) * time.Millisecond
 }

@@ -37,9 +37,6 @@ type Limiter struct {
 
 	failOpen atomic.Bool
 	timeout  atomic.Int64 // ns, bounds a round trip to Redis
-	// downUntil (unix ms): after a failed round trip, Redis is not asked
-	// again before this; decisions follow the fail mode meanwhile.
-	downUntil atomic.Int64
 	// failures counts the decisions made without the shared counters, by
 	// outcome: [0] admitted (fail open), [1] refused (fail closed).
 	failures [2]atomic.Uint64
@@ -218,19 +215,27 @@ func (t *Ticket) drop() {
 // decide takes one request from every bucket, or none: in memory, or from
 // the local allowances reserved from Redis (reserving more when they are out).
 func (l *Limiter) decide(bs []*bucket, now int64) Verdict {
+	if l.remote != nil {
+		return l.decideShared(bs, now)
+	}
+	lockAll(bs)
+	v := decideLocal(bs, now)
+	unlockAll(bs)
+	return v
+}
+
+// lockAll locks the buckets of a call, in the order a Ticket holds them
+// (the key's over every model, then its model's) everywhere.
+func lockAll(bs []*bucket) {
 	for _, b := range bs {
 		b.mu.Lock()
 	}
-	var v Verdict
-	if l.remote == nil {
-		v = decideLocal(bs, now)
-	} else {
-		v = l.decideShared(bs, now)
-	}
+}
+
+func unlockAll(bs []*bucket) {
 	for _, b := range bs {
 		b.mu.Unlock()
 	}
-	return v
 }
 
 // decideLocal is the in-memory decision; every b.mu is held.
@@ -259,7 +264,8 @@ func refusal(b *bucket, k Kind, retryMs, now int64) Verdict {
 
 // Done ends an admitted call: its concurrency slots are freed and tokens
 // (input + output of the answer; 0 when it reported none) are charged to
-// the buckets that limit tokens. t holds nothing afterwards.
+// the buckets that limit tokens, at most MaxCallTokens. t holds nothing
+// afterwards.
 func (l *Limiter) Done(t *Ticket, tokens int64) {
 	held, n := t.b, t.n
 	t.drop()
@@ -267,6 +273,7 @@ func (l *Limiter) Done(t *Ticket, tokens int64) {
 	if tokens <= 0 {
 		return
 	}
+	tokens = min(tokens, MaxCallTokens)
 	now := l.now().UnixMilli()
 	var owed bool
 	for _, b := range bs {
@@ -276,9 +283,9 @@ func (l *Limiter) Done(t *Ticket, tokens int64) {
 		b.mu.Lock()
 		if l.remote == nil {
 			b.refill(now)
-			b.tokDebt += tokens * window
+			b.tokDebt = min(b.tokDebt+tokens*window, maxDebt)
 		} else {
-			b.tokLeft -= tokens
+			b.tokLeft = max(b.tokLeft-tokens, -maxOwed)
 			owed = owed || b.tokLeft < 0
 		}
 		b.mu.Unlock()

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -229,5 +230,72 @@ func TestWritePrometheus(t *testing.T) {
 		if !strings.Contains(b.String(), want+"\n") {
 			t.Errorf("missing %s in\n%s", want, b.String())
 		}
+	}
+}
+
+// TestExtremeUsage: a usage no model reports (an upstream's bug, or the
+// 18-digit counts parse accepts) is charged as MaxCallTokens; the key is
+// exhausted, not forgiven by an overflow, and the other key is untouched.
+func TestExtremeUsage(t *testing.T) {
+	f := func(tokens int64) {
+		t.Helper()
+		l, clk := newLimiter(t, keyWith("a", config.KeyLimits{TokensPerMinute: 1000}), keyWith("b", config.KeyLimits{TokensPerMinute: 1000}))
+		var tk Ticket
+		if v := l.Admit("a", "", &tk); !v.Admitted() {
+			t.Fatal(v)
+		}
+		l.Done(&tk, tokens)
+		v := l.Admit("a", "", &tk)
+		// MaxCallTokens at 1,000 per minute: 10^6 minutes to repay.
+		const repay = MaxCallTokens / 1000 * time.Minute
+		if v.Kind != KindTokens || v.RetryAfter != repay-time.Minute+time.Millisecond || v.TokReset != repay || v.TokRemaining != 0 {
+			t.Fatalf("after a usage of %d: %+v, want refused for %v", tokens, v, repay-time.Minute)
+		}
+		if v := l.Admit("b", "", &tk); !v.Admitted() {
+			t.Fatalf("another key: %+v", v)
+		}
+		l.Done(&tk, 10)
+		clk.advance(repay - time.Minute - time.Millisecond)
+		if v := l.Admit("a", "", &tk); v.Admitted() {
+			t.Fatalf("admitted before the debt of %d tokens is repaid", MaxCallTokens)
+		}
+		clk.advance(2 * time.Millisecond)
+		if v := l.Admit("a", "", &tk); !v.Admitted() {
+			t.Fatalf("the debt is repaid: %+v", v)
+		}
+	}
+	f(MaxCallTokens + 1)
+	f(999_999_999_999_999_999)
+	f(math.MaxInt64)
+}
+
+// TestDebtSaturates: the debts of calls in flight that all report the most
+// tokens saturate at maxDebt rather than overflow, and the durations a
+// refusal shows stay within maxWait.
+func TestDebtSaturates(t *testing.T) {
+	const inFlight = 160_000 // × MaxCallTokens × window > MaxInt64
+	l, clk := newLimiter(t, keyWith("a", config.KeyLimits{TokensPerMinute: 1e9}), keyWith("slow", config.KeyLimits{TokensPerMinute: 1}))
+	held := make([]Ticket, inFlight)
+	for i := range held {
+		if v := l.Admit("a", "", &held[i]); !v.Admitted() {
+			t.Fatalf("call %d: %+v", i, v)
+		}
+	}
+	for i := range held {
+		l.Done(&held[i], math.MaxInt64)
+	}
+	var tk Ticket
+	v := l.Admit("a", "", &tk)
+	if v.Kind != KindTokens || v.TokReset != time.Duration((maxDebt+999_999_999)/1_000_000_000)*time.Millisecond {
+		t.Fatalf("after %d calls of the most tokens: %+v, want a debt of %d", inFlight, v, maxDebt)
+	}
+	clk.advance(v.RetryAfter)
+	if v := l.Admit("a", "", &tk); !v.Admitted() {
+		t.Fatalf("after the retry-after of a saturated debt: %+v", v)
+	}
+	l.Admit("slow", "", &tk)
+	l.Done(&tk, math.MaxInt64)
+	if v := l.Admit("slow", "", &tk); v.Kind != KindTokens || v.RetryAfter != maxWait || v.TokReset != maxWait {
+		t.Fatalf("a debt of centuries at 1 token per minute: %+v, want %v", v, maxWait)
 	}
 }
