@@ -46,9 +46,11 @@ func TestStaleKeepAliveIsSentAgain(t *testing.T) {
 	// unless its SDK started it before the gateway had read the end of the
 	// previous stream (an SDK stops at [DONE]): then it dials afresh. A plain
 	// answer lets its connection go before the client has it, so each stream
-	// (every odd call) surely finds a stale one.
+	// (every odd call) surely finds a stale one. A call that comes over a
+	// second after the last finds the dead connection before writing on it
+	// instead (a loaded machine may pause that long): it is not sent again.
 	dep := e.gw.state.Load().deps["d1-beta"]
-	if got := dep.Stats.StaleRetries(); got < calls/2 || got > calls-1 {
+	if got := dep.Stats.StaleRetries() + dep.Stats.IdleClosed(); got < calls/2 || got > calls-1 {
 		t.Fatalf("%d calls sent again, want %d, and at least the %d streams", got, calls-1, calls/2)
 	}
 }

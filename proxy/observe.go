@@ -387,7 +387,7 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 }
 
 // appendRetryMetrics appends the deployments' upstream attempts, retries by
-// reason and retries refused by the budget.
+// reason, idle connections found closed and retries refused by the budget.
 func appendRetryMetrics(b []byte, deps []*upstream.Deployment) []byte {
 	b = promtext.AppendMetadata(b, "gateway_upstream_attempts_total", "counter", "upstream requests sent, retries and resends included, per deployment")
 	for _, d := range deps {
@@ -400,6 +400,10 @@ func appendRetryMetrics(b []byte, deps []*upstream.Deployment) []byte {
 				b = appendSample(b, "gateway_upstream_retries_total", d, `,reason="`+r.String()+`"`, int64(n))
 			}
 		}
+	}
+	b = promtext.AppendMetadata(b, "gateway_upstream_idle_closed_total", "counter", "pooled connections found closed by the upstream while idle, before a request was written on them: replaced, the call not sent again")
+	for _, d := range deps {
+		b = appendSample(b, "gateway_upstream_idle_closed_total", d, "", int64(d.Stats.IdleClosed()))
 	}
 	b = promtext.AppendMetadata(b, "gateway_upstream_retry_budget_exhausted_total", "counter", "retries refused because the deployment's retry budget was spent")
 	for _, d := range deps {

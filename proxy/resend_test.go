@@ -60,10 +60,10 @@ func newResetUpstream(t *testing.T) *resetUpstream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.ln = ln
+	u.ln = &connsListener{Listener: ln}
 	srv := &fasthttp.Server{Handler: u.handle, Logger: quietLog{}, NoDefaultServerHeader: true, NoDefaultContentType: true,
 		MaxRequestBodySize: 64 << 20}
-	go srv.Serve(ln)
+	go srv.Serve(u.ln)
 	t.Cleanup(func() { srv.Shutdown() })
 	return u
 }

@@ -86,7 +86,7 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 		maxConns:    u.MaxConns,
 		timeouts:    upstreamTimeouts(t),
 	}
-	d.client = newClient(addr, tlsConfig(isTLS, pu.Hostname()), u.MaxConns, t)
+	d.client = newClient(addr, tlsConfig(isTLS, pu.Hostname()), u.MaxConns, t, &d.Stats)
 	if !d.loadsItself() {
 		d.client.MaxResponseBodySize = d.maxAnswer
 	}
@@ -94,9 +94,10 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 }
 
 // newClient makes the deployment's client to addr; tc, when not nil, is its
-// TLS configuration.
-func newClient(addr string, tc *tls.Config, maxConns int, t config.Timeouts) *fasthttp.HostClient {
-	dial := &dialer{connect: t.Connect.D(), firstByte: t.FirstByte.D(), idle: t.Idle.D(), write: t.Write.D(), tls: tc}
+// TLS configuration; stats counts what its connections find.
+func newClient(addr string, tc *tls.Config, maxConns int, t config.Timeouts, stats *Stats) *fasthttp.HostClient {
+	dial := &dialer{connect: t.Connect.D(), firstByte: t.FirstByte.D(), idle: t.Idle.D(), write: t.Write.D(), tls: tc,
+		stats: stats}
 	return &fasthttp.HostClient{
 		Addr:                          addr,
 		Name:                          "",

@@ -26,6 +26,9 @@ import (
 type dialer struct {
 	connect, firstByte, idle, write time.Duration
 	tls                             *tls.Config
+	// stats, when not nil, counts the connections found closed while idle
+	// (see deadlineConn.closedWhileIdle).
+	stats *Stats
 }
 
 // errDial marks a failure to connect: nothing reached the upstream, so the call
@@ -43,7 +46,7 @@ func (d *dialer) Dial(addr string) (net.Conn, error) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	dc := &deadlineConn{firstByte: d.firstByte, idle: d.idle, write: d.write}
+	dc := &deadlineConn{firstByte: d.firstByte, idle: d.idle, write: d.write, stats: d.stats}
 	if rc := rawio.Wrap(c); rc != nil {
 		c, dc.raw = rc, rc.Raw()
 	}
@@ -82,8 +85,8 @@ func IsDialError(err error) bool {
 
 type deadlineConn struct {
 	net.Conn
-	// raw is the TCP connection under Conn (under TLS too), for flushAwait;
-	// nil when there is none. That connection is a rawio.Conn.
+	// raw is the TCP connection under Conn (under TLS too), for flushAwait
+	// and closedWhileIdle; nil when there is none. That connection is a rawio.Conn.
 	raw                    syscall.RawConn
 	firstByte, idle, write time.Duration
 	awaiting               bool
@@ -109,6 +112,12 @@ type deadlineConn struct {
 	deadline, writeDeadline time.Time
 	// lastRead is when the last read began; see flushAwait.
 	lastRead time.Time
+	// stats is the dialer's; peekStep, peekBuf and peekDead are
+	// closedWhileIdle's, kept here so that a look allocates nothing.
+	stats    *Stats
+	peekStep func(uintptr)
+	peekBuf  [1]byte
+	peekDead bool
 	// step, pending and flushErr are flushAwait's, kept here so that a call
 	// allocates nothing.
 	step     func(uintptr) bool
@@ -289,6 +298,50 @@ func (c *deadlineConn) flushStep(uintptr) bool {
 	c.pending = nil
 	c.flushErr = bw.Flush()
 	return c.flushErr != nil
+}
+
+// probeAfter is how long a pooled connection must have been idle for
+// closedWhileIdle to look at it: as awaitAfter, an upstream closes an idle
+// connection after seconds, so a busy kept-alive connection is never looked
+// at. A variable for tests.
+var probeAfter = awaitAfter
+
+// closedWhileIdle reports whether the pooled connection, idle for longer
+// than probeAfter, can no longer carry a request: the upstream closed it
+// (a FIN or a reset is pending) or sent bytes that no request asked for
+// (under TLS, a close_notify alert is such bytes). It looks with one
+// non-blocking recv(2) of MSG_PEEK on the TCP socket, which takes nothing
+// from it: no byte of a request has been written yet, so a connection found
+// closed is not a call sent again, and is safe to replace for any endpoint.
+// A connection read from within probeAfter, or without a TCP socket under
+// it, is not looked at. A connection it reports is the caller's to close.
+func (c *deadlineConn) closedWhileIdle() bool {
+	if c.raw == nil || time.Since(c.lastRead) <= probeAfter {
+		return false
+	}
+	if c.peekStep == nil {
+		c.peekStep = c.peek // one method value per connection, not per look
+	}
+	if err := c.raw.Control(c.peekStep); err != nil {
+		return true // the socket is closed
+	}
+	return c.peekDead
+}
+
+// peek is closedWhileIdle's function for syscall.RawConn.Control: only an
+// empty socket whose peer has not closed (EAGAIN) is fit for a request.
+// Control neither takes the read lock nor waits, so a read deadline that
+// passed while the connection was idle does not stop it.
+func (c *deadlineConn) peek(fd uintptr) {
+	for {
+		_, _, err := syscall.Recvfrom(int(fd), c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if err == syscall.EINTR {
+			continue
+		}
+		// nil: EOF or pending bytes; any other error: a reset or worse.
+		c.peekDead = err != syscall.EAGAIN
+		return
+	}
 }
 
 // LocalAddr returns the connection's local address, which also tells

@@ -23,6 +23,9 @@ type Stats struct {
 	attempts  atomic.Uint64
 	retries   [NumRetryReasons]atomic.Uint64
 	exhausted atomic.Uint64
+	// idleClosed counts the pooled connections found closed by the upstream
+	// before a request was written on them (see deadlineConn.closedWhileIdle).
+	idleClosed atomic.Uint64
 	// Meter holds the deployment's histograms and counters, set by the
 	// gateway's metrics on first use; they live in the gateway's
 	// registries by name and survive a reload.
@@ -52,6 +55,12 @@ func (s *Stats) Picks() uint64 { return s.picks.Load() }
 // StaleRetries returns how many calls were sent again, on a connection
 // dialled for them, after a pooled one turned out closed by the upstream.
 func (s *Stats) StaleRetries() uint64 { return s.retries[RetryStale].Load() }
+
+// IdleClosed returns how many pooled connections were found closed by the
+// upstream, or holding bytes no request asked for, before a request was
+// written on them: each was closed and another taken, the call not sent
+// again.
+func (s *Stats) IdleClosed() uint64 { return s.idleClosed.Load() }
 
 // Attempts returns how many calls were sent to the deployment.
 func (s *Stats) Attempts() uint64 { return s.attempts.Load() }

@@ -96,26 +96,36 @@ var errNotRaw = errors.New("upstream: a request not made by upstream.Request")
 // out stale (see Stale). fasthttp dials only when its pool has no idle
 // connection, so the idle ones acquired meanwhile are closed. They are no
 // younger than the stale one (the pool hands out the connection released
-// last first) and likely closed by the upstream as well. Each such close
-// frees a connection of the pool's bound, so a dial comes within the pool's
-// size, unless other calls keep releasing connections: then, after as many,
-// the call fails as busy.
+// last first) and likely closed by the upstream as well.
+//
+// Without fresh, a pooled connection idle for longer than probeAfter that
+// the upstream closed meanwhile (see deadlineConn.closedWhileIdle) is closed
+// and another taken, before any byte of the request is written: the call is
+// not sent again, whatever its endpoint, and is not a stale one.
+//
+// Each close frees a connection of the pool's bound, so a dial comes within
+// the pool's size, unless other calls keep releasing connections: then,
+// after as many, the call fails as busy.
 func (t *transport[C]) acquireConn(hc *fasthttp.HostClient, fresh bool) (C, error) {
 	for range max(hc.MaxConns, 1) + 1 {
 		cc, err := t.acquire(hc, 0, false)
-		if err != nil || !fresh || !pooled(cc.Conn()) {
+		if err != nil {
 			return cc, err
+		}
+		dc, ok := cc.Conn().(*deadlineConn)
+		switch {
+		case !ok || dc.answers == 0: // dialled for this call
+			return cc, nil
+		case fresh: // not on a pooled one, closed below
+		case !dc.closedWhileIdle():
+			return cc, nil
+		case dc.stats != nil:
+			dc.stats.idleClosed.Add(1)
 		}
 		t.close(hc, cc)
 	}
 	var none C
 	return none, fasthttp.ErrNoFreeConns
-}
-
-// pooled reports whether c has carried a call before: it comes from the pool.
-func pooled(c net.Conn) bool {
-	dc, ok := c.(*deadlineConn)
-	return ok && dc.answers > 0
 }
 
 // writeRequest writes r whole; a timeout is fasthttp.ErrTimeout.
