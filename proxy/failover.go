@@ -59,7 +59,7 @@ func (c *call) mayRetry(reason upstream.RetryReason) bool {
 // choice, within retry.attempts and the failed deployment's retry budget;
 // when none is left, the last answer reaches the client as it was.
 func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool) {
-	if !c.admit() {
+	if !c.reserveRenamed(body) || !c.admit() {
 		return
 	}
 	var tried affinity.Set
