@@ -126,7 +126,7 @@ func TestRedisPausedMasterUploads(t *testing.T) {
 		t.Fatalf("%d uploads failed with another error than ErrUnavailable, the first: %v", len(log.other), log.other[0])
 	}
 	checkPausedUploads(t, s, owners, log)
-	t.Logf("paused %v: %d uploads acknowledged and read back whole, %d failed and absent",
+	t.Logf("paused %v: %d uploads acknowledged and read back whole, %d failed",
 		time.Since(paused).Round(time.Millisecond), len(log.acked), len(log.failed))
 }
 
