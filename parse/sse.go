@@ -30,8 +30,8 @@ type Event struct {
 // bytes; beyond that Next returns ErrEventTooLarge, and keeps returning it until Reset.
 //
 // The zero value is ready to use, with DefaultMaxEvent. Use Reset to reuse a Scanner, e.g.
-// from a sync.Pool: it keeps its buffers, so a warm Scanner does not allocate. Not safe for
-// concurrent use.
+// from a sync.Pool: it keeps its buffers up to MaxKeptBuffer, so a warm Scanner does not
+// allocate. Not safe for concurrent use.
 type Scanner struct {
 	maxEvent int
 	lines    Splitter // the caller's chunk, not yet scanned
@@ -55,11 +55,29 @@ func NewScanner(maxEvent int) *Scanner {
 	return s
 }
 
+// MaxKeptBuffer is the largest buffer capacity Scanner.Reset keeps. An event larger than
+// that (a Responses response.created that echoes a large request) is rare, and a pooled
+// Scanner that kept its buffers would hold the largest event it ever saw for good: a buffer
+// past the bound goes back to the heap, as fasthttp's Request.ReleaseBody(size) lets a
+// large body go instead of pooling it.
+const MaxKeptBuffer = 64 << 10
+
 // Reset makes s ready for a new stream with the given limit (<= 0 means DefaultMaxEvent),
-// keeping its buffers.
+// keeping its buffers up to MaxKeptBuffer.
 func (s *Scanner) Reset(maxEvent int) {
-	*s = Scanner{maxEvent: maxEvent, partial: s.partial[:0], name: s.name[:0], data: s.data[:0]}
+	*s = Scanner{maxEvent: maxEvent, partial: kept(s.partial), name: kept(s.name), data: kept(s.data)}
 }
+
+// kept returns b emptied, or nil when its capacity is past MaxKeptBuffer.
+func kept(b []byte) []byte {
+	if cap(b) > MaxKeptBuffer {
+		return nil
+	}
+	return b[:0]
+}
+
+// Cap returns the capacity of the buffers s holds, in bytes.
+func (s *Scanner) Cap() int { return cap(s.partial) + cap(s.name) + cap(s.data) }
 
 // Feed gives s the next chunk of the stream. s keeps p, without copying, until Next reports
 // that it needs more input, so p must stay unchanged until then; Feed must not be called

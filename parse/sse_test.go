@@ -240,3 +240,33 @@ func TestScannerFeedBeforeDrained(t *testing.T) {
 	}()
 	s.Feed([]byte("data: c\n\n"))
 }
+
+// TestScannerResetLetsGoOfLargeEvents scans a 36 MiB event, split across chunks so that it
+// passes through the partial line too, and checks that Reset keeps no buffer past
+// MaxKeptBuffer, while a Scanner that saw only small events keeps its buffers.
+func TestScannerResetLetsGoOfLargeEvents(t *testing.T) {
+	const size = 36 << 20
+	event := []byte("event: response.created\ndata: " + strings.Repeat("i", size) + "\n\n")
+	s := NewScanner(64 << 20)
+	got, err := scanChunks(s, [][]byte{event[:size/2], event[size/2:]})
+	if err != nil || len(got) != 1 || len(got[0].data) != size {
+		t.Fatalf("got %d events, %v", len(got), err)
+	}
+	if s.Cap() < size {
+		t.Fatalf("the Scanner holds %d bytes before Reset, want the event's %d", s.Cap(), size)
+	}
+	s.Reset(0)
+	if n := s.Cap(); n > 3*MaxKeptBuffer {
+		t.Fatalf("the Scanner holds %d bytes after Reset", n)
+	}
+
+	small := NewScanner(0)
+	if _, err := scanChunks(small, [][]byte{[]byte("data: x"), []byte("y\n\n")}); err != nil {
+		t.Fatal(err)
+	}
+	before := small.Cap()
+	small.Reset(0)
+	if before == 0 || small.Cap() != before {
+		t.Fatalf("a small Scanner holds %d bytes after Reset, %d before", small.Cap(), before)
+	}
+}

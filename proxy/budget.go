@@ -1,36 +1,90 @@
 package proxy
 
-// The request body budget: the bytes of request bodies that calls in flight
-// hold, across the gateway, are bounded by limits.max_buffered_body_bytes. A
-// call reserves what it is about to hold before it reads: the declared
-// Content-Length at once, a chunked body as its buffer grows. Past the
-// budget, the call is answered 503 busy (before it reads the body when its
-// length is declared) and the client may retry.
+import "strconv"
 
-// reserveBody reserves n more bytes of the budget for the call, or answers
-// 503 and returns false.
-func (c *call) reserveBody(n int) bool {
+// The request body budget: the bytes of request bodies that calls in flight
+// hold, across the gateway, are bounded by limits.max_buffered_body_bytes.
+// A call counts every copy of its request body it holds (bodyShares): the
+// body read from the client, the copy without session_id or with stored
+// files inlined, the copy with a deployment's own model name, and, while
+// files are inlined, the inliner's buffers (the body without session_id and
+// the bytes of the largest file read). It reserves what a copy is about to
+// take before making it: the declared Content-Length at once, a chunked body
+// as its buffer grows, a copy's size as it can be known in advance (an
+// inlined file's base64 from the file's size).
+//
+// Past the budget, a call that could fit once other calls let go is
+// answered 503 busy with Retry-After (before it reads the body when its
+// length is declared); one that needs more than the whole budget alone is
+// answered 413, as retrying would not help. A copy dropped while the call
+// goes on (a large body once a streamed answer begins) gives its share back
+// at once; the rest goes back when the call is released.
+
+// bodyShares is the call's share of the budget, per copy of the request
+// body: each is what the copy was reserved for (at least its length).
+type bodyShares struct {
+	body    int // call.body, read from the client
+	spliced int // call.spliced: without session_id, or with files inlined
+	renamed int // call.renamed: with a deployment's own model name
+	inline  int // the inliner's buffers, while inlineFiles runs
+}
+
+func (s *bodyShares) total() int { return s.body + s.spliced + s.renamed + s.inline }
+
+// reserveShare grows the call's share *share to size bytes, reserving the
+// difference, or answers 503 (or 413, see above) and returns false.
+func (c *call) reserveShare(share *int, size int) bool {
+	n := size - *share
 	if n <= 0 {
 		return true
 	}
-	if c.g.bodiesHeld.Add(int64(n)) > int64(c.st.cfg.Limits.MaxBufferedBodyBytes) {
+	limit := c.st.cfg.Limits.MaxBufferedBodyBytes
+	if c.shares.total()+n > limit {
+		c.fail(&Error{Status: 413, Reason: "body_budget_too_small",
+			Message: "the request, with the copies the gateway makes of it, needs more memory than the gateway's whole budget for request bodies: " +
+				strconv.Itoa(limit) + " bytes"})
+		return false
+	}
+	if c.g.bodiesHeld.Add(int64(n)) > int64(limit) {
 		c.g.bodiesHeld.Add(-int64(n))
 		c.fail(&Error{Status: 503, Reason: "body_budget", RetryAfter: 1,
 			Message: "busy: the gateway holds too many request bodies; retry shortly"})
 		return false
 	}
-	c.reserved += n
+	*share = size
 	return true
 }
 
-// reserveUpTo reserves what a buffer of capacity size needs beyond the
-// call's reservation.
-func (c *call) reserveUpTo(size int) bool { return c.reserveBody(size - c.reserved) }
+// reserveUpTo reserves what a body buffer of capacity size needs beyond the
+// body's share.
+func (c *call) reserveUpTo(size int) bool { return c.reserveShare(&c.shares.body, size) }
 
-// releaseBody gives the call's reservation back.
-func (c *call) releaseBody() {
-	if c.reserved > 0 {
-		c.g.bodiesHeld.Add(-int64(c.reserved))
-		c.reserved = 0
+// releaseShare gives one share back, when its copy is dropped.
+func (c *call) releaseShare(share *int) {
+	if *share > 0 {
+		c.g.bodiesHeld.Add(-int64(*share))
+		*share = 0
 	}
+}
+
+// releaseBody gives all the call's shares back.
+func (c *call) releaseBody() {
+	if n := c.shares.total(); n > 0 {
+		c.g.bodiesHeld.Add(-int64(n))
+	}
+	c.shares = bodyShares{}
+}
+
+// reserveRenamed reserves the copy send makes of body for a deployment that
+// knows the call's model by another name (see rename), before the first
+// attempt: at most the client's body with the longest such name.
+func (c *call) reserveRenamed(body []byte) bool {
+	if c.model == nil || c.model.renamed == nil || c.ep == epGenerateContent || len(body) == 0 || c.fields.Model == nil {
+		return true
+	}
+	longest := 0
+	for _, pm := range c.model.renamed {
+		longest = max(longest, len(pm.json))
+	}
+	return c.reserveShare(&c.shares.renamed, max(len(body), len(c.body))+longest)
 }

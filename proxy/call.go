@@ -82,8 +82,8 @@ type call struct {
 	version string // the gamma path's {version}, for a deployment's own model name
 	inlined bool   // the body to forward is the client's with stored files inlined
 	status  int
-	// reserved is the call's share of the request body budget.
-	reserved int
+	// shares is the call's share of the request body budget (budget.go).
+	shares bodyShares
 	// bodyDone: the request body was read to its end, or its rest is taken
 	// care of (see settleBody).
 	bodyDone bool
@@ -155,6 +155,7 @@ func (c *call) release() {
 	c.reason, c.cause = "", nil
 	c.firstByte, c.bytesOut, c.bodyLen = time.Time{}, 0, 0
 	c.sessionHash, c.hasSession = 0, false
+	c.scanner.Reset(0) // lets go of an event past the Scanner's bound
 	if cap(c.body) > maxPooledBody {
 		c.body = nil
 	}
@@ -363,7 +364,8 @@ func bodyTooLarge(limit int) *Error {
 		Message: "request body is larger than the limit of " + strconv.Itoa(limit) + " bytes"}
 }
 
-// peekBody parses the routing fields of a JSON body.
+// peekBody parses the routing fields of a JSON body, and reserves the copy
+// the body needs in the budget.
 func (c *call) peekBody() bool {
 	if err := parse.Peek(c.body, &c.fields); err != nil {
 		e := &Error{Status: 400, Reason: "bad_json", Message: "invalid request body: " + err.Error(), Cause: err}
@@ -373,7 +375,8 @@ func (c *call) peekBody() bool {
 		c.fail(e)
 		return false
 	}
-	return true
+	// The body goes upstream without session_id: a copy (bodyWithoutSessionID).
+	return !c.fields.HasSessionID() || c.reserveShare(&c.shares.spliced, len(c.body))
 }
 
 // sessionKey takes the session key, the body's session_id, else the
@@ -437,14 +440,15 @@ func (c *call) bodyWithoutSessionID() []byte {
 	if !c.fields.HasSessionID() {
 		return c.body
 	}
-	c.spliced = parse.AppendWithoutSessionID(c.spliced[:0], c.body, &c.fields)
+	// Grown at once to what peekBody reserved, the copy takes no more.
+	c.spliced = parse.AppendWithoutSessionID(slices.Grow(c.spliced[:0], len(c.body)), c.body, &c.fields)
 	return c.spliced
 }
 
 // forwardTo sends the request to one given deployment (the one that holds a
 // Responses object) and relays the answer; see try.
 func (c *call) forwardTo(dep *upstream.Deployment, path string, body []byte, stream bool) {
-	if !c.admit() {
+	if !c.reserveRenamed(body) || !c.admit() {
 		return
 	}
 	c.try(nil, -1, dep, path, body, stream)
@@ -487,7 +491,8 @@ func (c *call) rename(pm providerModel, path string, body []byte) (string, []byt
 		return path, body, nil
 	case !c.inlined:
 		// The client's body, with or without its session_id: both come from one pass.
-		c.renamed = parse.AppendForUpstream(c.renamed[:0], c.body, &c.fields, pm.json)
+		// Grown at once to what reserveRenamed reserved, the copy takes no more.
+		c.renamed = parse.AppendForUpstream(slices.Grow(c.renamed[:0], c.shares.renamed), c.body, &c.fields, pm.json)
 		return path, c.renamed, nil
 	}
 	// Another body (alpha messages with inlined files): find its model first.
@@ -495,7 +500,7 @@ func (c *call) rename(pm providerModel, path string, body []byte) (string, []byt
 	if err := parse.Peek(body, &f); err != nil {
 		return path, body, errRename
 	}
-	c.renamed = parse.AppendForUpstream(c.renamed[:0], body, &f, pm.json)
+	c.renamed = parse.AppendForUpstream(slices.Grow(c.renamed[:0], c.shares.renamed), body, &f, pm.json)
 	return path, c.renamed, nil
 }
 
@@ -645,16 +650,7 @@ func (c *call) relay() {
 		c.bytesOut = int64(len(body))
 		return
 	}
-	// The request is sent: a stream may last minutes, and should not hold a
-	// large prompt it no longer needs. Small bodies stay with the pooled call.
-	c.bodyLen = len(c.body)
-	if cap(c.body) > maxHeldBody {
-		c.body = nil
-		c.releaseBody()
-	}
-	if cap(c.spliced) > maxHeldBody {
-		c.spliced = nil
-	}
+	c.dropLargeBodies()
 	var tap upstream.Tap
 	if c.onStream != nil {
 		tap = c
@@ -666,6 +662,27 @@ func (c *call) relay() {
 	c.done = true // ownership passes to the body stream: Close releases the call
 	c.g.streamStarted(c)
 	out.SetBodyStream(c, size)
+}
+
+// dropLargeBodies lets go of the request body's copies past maxHeldBody once
+// the request is sent: a stream may last minutes, and should not hold a large
+// prompt it no longer needs. Small ones stay with the pooled call. The
+// peeked fields point into the body: they go with it.
+func (c *call) dropLargeBodies() {
+	c.bodyLen = len(c.body)
+	if cap(c.body) > maxHeldBody {
+		c.body = nil
+		c.fields.Reset()
+		c.releaseShare(&c.shares.body)
+	}
+	if cap(c.spliced) > maxHeldBody {
+		c.spliced = nil
+		c.releaseShare(&c.shares.spliced)
+	}
+	if cap(c.renamed) > maxHeldBody {
+		c.renamed = nil
+		c.releaseShare(&c.shares.renamed)
+	}
 }
 
 // begin copies the answer's status and headers to out: a stream's and a

@@ -64,7 +64,7 @@ func (c *call) mayRetry(reason upstream.RetryReason) bool {
 // forward sends the request to a deployment of r chosen by key and relays
 // the answer; see try.
 func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool) {
-	if !c.admit() {
+	if !c.reserveRenamed(body) || !c.admit() {
 		return
 	}
 	i, dep := r.Pick(c.sessionHash, c.hasSession, 0)

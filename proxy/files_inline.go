@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -33,6 +34,9 @@ type inliner struct {
 	src  []byte // the body without session_id, when it had one
 	data []byte // the bytes of the file being inlined
 	done []inlinedFile
+	// The budget's share of src and data (see bodyShares.inline): src's
+	// length and the largest file's size.
+	srcHeld, dataHeld int
 }
 
 // inlinedFile remembers where the base64 of a file already inlined sits in the output, so
@@ -44,16 +48,17 @@ type inlinedFile struct {
 
 var inlinerPool = sync.Pool{New: func() any { return new(inliner) }}
 
-// maxPooledFileData bounds the file buffers kept for reuse: one file at its largest.
-const maxPooledFileData = maxUploadFileBytes
-
+// release gives the inliner back to the pool, but for buffers past
+// maxPooledBody, which go back to the heap: a pooled inliner would hold its
+// largest file for good.
 func (in *inliner) release() {
 	in.refs.Reset()
 	in.done = in.done[:0]
+	in.srcHeld, in.dataHeld = 0, 0
 	if cap(in.src) > maxPooledBody {
 		in.src = nil
 	}
-	if cap(in.data) > maxPooledFileData {
+	if cap(in.data) > maxPooledBody {
 		in.data = nil
 	}
 	inlinerPool.Put(in)
@@ -63,15 +68,23 @@ func (in *inliner) release() {
 // session_id removed, and every source that references a file_svc_ id replaced by the
 // caller's file as base64. A reference to an unknown, expired or foreign file fails the
 // call with 404; a body that inlining would take over limits.max_body_bytes fails with 413.
+// The copies are counted in the request body budget (budget.go) before they are made.
 // Sources that reference other file ids (a provider's own) are left as they are.
 func (g *Gateway) inlineFiles(c *call) ([]byte, bool) {
 	if !c.needStore() {
 		return nil, false
 	}
 	in := inlinerPool.Get().(*inliner)
-	defer in.release()
+	defer func() {
+		in.release()
+		c.releaseShare(&c.shares.inline)
+	}()
 	src := c.body
 	if c.fields.HasSessionID() {
+		in.srcHeld = len(c.body)
+		if !c.reserveShare(&c.shares.inline, in.srcHeld) {
+			return nil, false
+		}
 		in.src = parse.AppendWithoutSessionID(in.src[:0], c.body, &c.fields)
 		src = in.src
 	}
@@ -80,7 +93,10 @@ func (g *Gateway) inlineFiles(c *call) ([]byte, bool) {
 		c.fail(&Error{Status: 500, Reason: "inline_error", Message: "cannot read the file references", Cause: err})
 		return nil, false
 	}
-	out := c.spliced[:0]
+	out, ok := growSpliced(c, c.spliced[:0], len(src))
+	if !ok {
+		return nil, false
+	}
 	prev := 0
 	for i, ref := range in.refs.Refs {
 		if !bytes.HasPrefix(ref.FileID, fileRefMarker) {
@@ -105,7 +121,8 @@ func (in *inliner) appendSource(c *call, out []byte, i, rest int) ([]byte, bool)
 	id := in.refs.Refs[i].FileID
 	for _, d := range in.done {
 		if bytes.Equal(in.refs.Refs[d.ref].FileID, id) {
-			if !checkInlinedSize(c, len(out)+d.end-d.start+rest) {
+			var ok bool
+			if out, ok = growSpliced(c, out, len(out)+d.end-d.start+rest); !ok {
 				return out, false
 			}
 			return append(out, out[d.start:d.end]...), true
@@ -117,7 +134,11 @@ func (in *inliner) appendSource(c *call, out []byte, i, rest int) ([]byte, bool)
 		c.fail(inlineStoreError(id, err))
 		return out, false
 	}
-	if !checkInlinedSize(c, len(out)+base64.StdEncoding.EncodedLen(int(f.Size))+len(f.MimeType)+64+rest) {
+	out, ok := growSpliced(c, out, len(out)+base64.StdEncoding.EncodedLen(int(f.Size))+len(f.MimeType)+64+rest)
+	if !ok {
+		return out, false
+	}
+	if in.dataHeld = max(in.dataHeld, int(f.Size)); !c.reserveShare(&c.shares.inline, in.srcHeld+in.dataHeld) {
 		return out, false
 	}
 	in.data, err = c.g.opts.Store.AppendFileData(in.data[:0], c.keyID, f.ID, now)
@@ -140,6 +161,22 @@ func inlineStoreError(id []byte, err error) *Error {
 		return &Error{Status: 404, Reason: "file_not_found", Message: "file not found: " + string(id)}
 	}
 	return storeError("cannot read a referenced file", err)
+}
+
+// growSpliced makes room in out, the body being inlined, for size bytes in all: the size
+// is checked against the messages body limit and reserved in the body budget first, and
+// out grows at once to it, so that the copy holds no more than what was reserved.
+func growSpliced(c *call, out []byte, size int) ([]byte, bool) {
+	if !checkInlinedSize(c, size) || !c.reserveShare(&c.shares.spliced, size) {
+		return out, false
+	}
+	if size > cap(out) {
+		out = slices.Grow(out, size-len(out))
+		if !c.reserveShare(&c.shares.spliced, cap(out)) {
+			return out, false
+		}
+	}
+	return out, true
 }
 
 // checkInlinedSize refuses a body that inlining takes over the messages body limit.

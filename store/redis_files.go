@@ -83,6 +83,8 @@ func (s *Redis) claimUpload(k *fileKeys, id string) (string, error) {
 }
 
 // pushChunk appends one chunk to the staging list and renews the TTL of the list and claim.
+// The command refers to chunk without a copy (rueidis.BinaryString): when it fails, the
+// client may still write it later, so the caller must not reuse chunk (see writeChunks).
 func (s *Redis) pushChunk(k *fileKeys, chunk []byte, ttl int64) error {
 	ctx, cancel := s.ctx()
 	defer cancel()

@@ -100,9 +100,19 @@ func acquireChunk(size int) *[]byte {
 // writeChunks copies at most maxSize bytes of r into chunks of chunkSize bytes, hands each to
 // u.put in order, and returns their total; a longer body fails with ErrTooLarge. It reads at
 // most one byte past maxSize.
+//
+// The chunk buffer goes back to chunkPool unless a put failed: an engine may still read a
+// chunk whose put it gave up on. The Redis client keeps a command whose context ended queued,
+// and writes it when the connection lets it, reading the chunk then; reused meanwhile, the
+// buffer would hold another upload's bytes (see TestRedisPausedMasterUploads).
 func writeChunks(u upload, r io.Reader, maxSize int64, chunkSize int) (int64, error) {
 	bufp := acquireChunk(chunkSize)
-	defer chunkPool.Put(bufp)
+	lent := false // a put failed: the engine may still read the buffer
+	defer func() {
+		if !lent {
+			chunkPool.Put(bufp)
+		}
+	}()
 	var size int64
 	for idx := uint32(0); ; idx++ {
 		want := int64(len(*bufp))
@@ -120,6 +130,7 @@ func writeChunks(u upload, r io.Reader, maxSize int64, chunkSize int) (int64, er
 		}
 		if n > 0 {
 			if err := u.put(idx, (*bufp)[:n]); err != nil {
+				lent = true
 				return size, err
 			}
 			size += int64(n)

@@ -62,3 +62,38 @@ func TestRelayHoldsTheTail(t *testing.T) {
 		})
 	}
 }
+
+// countWriter counts what is written to it.
+type countWriter struct{ n int }
+
+func (w *countWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
+
+// TestRelayBigEventKeepsNoBuffer relays one 36 MiB event and checks that the
+// relay passed it through its fixed pooled buffer: the pool holds no larger
+// one afterwards, and the reset relay keeps nothing of it.
+func TestRelayBigEventKeepsNoBuffer(t *testing.T) {
+	event := "event: response.created\ndata: " + strings.Repeat("i", 36<<20) + "\n\n"
+	var dials int
+	client := pipeUpstream(t, &dials, sseHead+chunk(event)+"0\r\n\r\n")
+	var r Relay
+	if err := send(t, client, &r, true); err != nil {
+		t.Fatal(err)
+	}
+	streamed(&r)
+	var w countWriter
+	if _, err := r.WriteTo(&w); err != nil || w.n < len(event) { // and an error frame: no final event
+		t.Fatalf("relayed %d bytes of %d: %v", w.n, len(event), err)
+	}
+	r.Close()
+	r.Reset()
+	if n := cap(r.pending) + len(r.resp.Body()); n > 4<<10 {
+		t.Fatalf("the reset relay keeps %d bytes", n)
+	}
+	for range 8 {
+		bp := relayBufPool.Get().(*[]byte)
+		defer relayBufPool.Put(bp)
+		if cap(*bp) > 32<<10 {
+			t.Fatalf("a pooled relay buffer of %d bytes", cap(*bp))
+		}
+	}
+}
