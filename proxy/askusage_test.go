@@ -14,6 +14,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/valyala/fasthttp"
 )
 
 // A beta chat stream is charged on a key with a tokens limit whether or not
@@ -269,5 +270,27 @@ func TestLeftStreamChargedEstimate(t *testing.T) {
 	waitFor(t, "the stream left charged", func() bool { return tokensUsed(t, e) > 0 })
 	if got, least := tokensUsed(t, e), int64(len(streamChatBody)+1)/2+1; got < least {
 		t.Fatalf("charged %d; the estimate is at least %d", got, least)
+	}
+}
+
+// TestAskUsageWithRenamedModel: a deployment's own model name and the
+// include_usage the gateway adds go in the one pass that cuts session_id.
+func TestAskUsageWithRenamedModel(t *testing.T) {
+	got := make(chan string, 1)
+	h := withBenchLimits(t, newHotBenchUpstream(t, Options{}, func(ctx *fasthttp.RequestCtx) {
+		got <- string(ctx.PostBody())
+		ctx.SetContentType("text/event-stream")
+		ctx.Response.SetBodyRaw(hotStream)
+	}))
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	hotRequest(req, []byte(`{"model":"n","session_id":"s","stream":true,"stream_options":{},"messages":[]}`))
+	h.do(t, req, resp)
+	if body, want := <-got, `{"model":"provider-n","stream":true,"stream_options":{"include_usage":true},"messages":[]}`; body != want {
+		t.Fatalf("the provider got %s; want %s", body, want)
+	}
+	if want := "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\" there\"}}]}\n\ndata: [DONE]\n\n"; string(resp.Body()) != want {
+		t.Fatalf("the client got %q", resp.Body())
 	}
 }
