@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -158,4 +159,85 @@ func TestAppendWithoutUsageNull(t *testing.T) {
 	f(`data: {"content":"\"usage\":null","usage":{"a":1}}`, `data: {"content":"\"usage\":null","usage":{"a":1}}`)
 	f(`data: {"usage":nullx`, `data: {"usage":nullx`)
 	f(`data: "usage":null`, `data: "usage":null`)
+}
+
+// FuzzAppendWithoutUsageNull checks that taking the "usage":null members out
+// keeps a JSON object valid and removes those members alone, as encoding/json
+// reads it, and that IsAddedUsageEvent never panics.
+func FuzzAppendWithoutUsageNull(f *testing.F) {
+	f.Add([]byte(chunkWithNull))
+	f.Add([]byte(`{"usage" : null ,"a":[{"usage":null},{"b":{"usage":null}}],"usage":{"x":null}}`))
+	f.Add([]byte(`{"\"usage":null,"c":"\"usage\":null"}`))
+	f.Fuzz(func(t *testing.T, ev []byte) {
+		_ = IsAddedUsageEvent(ev)
+		out := AppendWithoutUsageNull(nil, ev)
+		c := slices.Clone(ev)
+		inPlace := AppendWithoutUsageNull(c[:0], c)
+		if !bytes.Equal(out, inPlace) {
+			t.Fatalf("in place %q gives %q; apart %q", ev, inPlace, out)
+		}
+		if !json.Valid(ev) || duplicateKeys(ev) {
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("AppendWithoutUsageNull(%q) = %q, not JSON", ev, out)
+		}
+		var in, got any
+		_ = json.Unmarshal(ev, &in)
+		_ = json.Unmarshal(out, &got)
+		if want := withoutUsageNull(in); !reflect.DeepEqual(got, want) {
+			t.Fatalf("AppendWithoutUsageNull(%q) = %q: %v; want %v", ev, out, got, want)
+		}
+	})
+}
+
+// withoutUsageNull deletes every "usage" member whose value is null from v.
+func withoutUsageNull(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		if u, ok := v["usage"]; ok && u == nil {
+			delete(v, "usage")
+		}
+		for k, x := range v {
+			v[k] = withoutUsageNull(x)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = withoutUsageNull(x)
+		}
+	}
+	return v
+}
+
+// duplicateKeys reports whether an object in the valid JSON b has a key twice.
+func duplicateKeys(b []byte) bool {
+	d := json.NewDecoder(bytes.NewReader(b))
+	var walk func() bool
+	walk = func() bool {
+		tok, err := d.Token()
+		if err != nil {
+			return true
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for d.More() {
+				k, _ := d.Token()
+				if seen[k.(string)] || walk() {
+					return true
+				}
+				seen[k.(string)] = true
+			}
+			_, _ = d.Token()
+		case json.Delim('['):
+			for d.More() {
+				if walk() {
+					return true
+				}
+			}
+			_, _ = d.Token()
+		}
+		return false
+	}
+	return walk()
 }
