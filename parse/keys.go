@@ -27,7 +27,7 @@ const (
 	keyStream
 	keyStore  // read by the Responses create handler
 	keyPrompt // read by the images handler
-	// keyStreamOptions holds include_usage, which the gateway reads and may set (usage.go)
+	// keyStreamOptions holds include_usage, which the gateway reads and may set (askusage.go)
 	keyStreamOptions
 	numKeys
 )
