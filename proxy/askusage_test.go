@@ -294,3 +294,23 @@ func TestAskUsageWithRenamedModel(t *testing.T) {
 		t.Fatalf("the client got %q", resp.Body())
 	}
 }
+
+// TestIncludeUsageTwiceRefused: the simulator, like a provider that takes
+// the first member, would read false where the gateway read true; the body
+// is refused before it reaches a provider.
+func TestIncludeUsageTwiceRefused(t *testing.T) {
+	e, _ := limitEnv(t, "{tokens_per_minute: 1000000}")
+	for _, body := range []string{
+		`{"model":"plain-model","stream":true,"stream_options":{"include_usage":false,"include_usage":true},"messages":[{"role":"user","content":"x"}]}`,
+		`{"model":"plain-model","stream":true,"stream_options":{"Include_Usage":false},"messages":[{"role":"user","content":"x"}]}`,
+		`{"model":"plain-model","stream":true,"stream_options":{},"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`,
+	} {
+		status, _, answer := e.do("POST", chatPath, bearer(keyA), body)
+		if status != 400 || !strings.Contains(string(answer), `"param":"stream_options`) {
+			t.Fatalf("%s: %d %s", body, status, answer)
+		}
+	}
+	if n := len(e.received()); n != 0 {
+		t.Fatalf("the providers saw %d calls", n)
+	}
+}
