@@ -31,6 +31,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzPeek$$' -fuzztime 60s ./parse/
 	$(GO) test -run '^$$' -fuzz '^FuzzSplice$$' -fuzztime 60s ./parse/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendForUpstream$$' -fuzztime 60s ./parse/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendAskingUsage$$' -fuzztime 60s ./parse/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendWithoutUsageNull$$' -fuzztime 60s ./parse/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 60s ./parse/
 	$(GO) test -run '^$$' -fuzz '^FuzzIndexUsageWord$$' -fuzztime 60s ./parse/
 	$(GO) test -run '^$$' -fuzz '^FuzzHeadScan$$' -fuzztime 60s ./proxy/

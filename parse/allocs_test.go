@@ -21,7 +21,7 @@ func TestPeekAllocs(t *testing.T) {
 	f(chatBody)
 	f(`{"model":"m\u00e9","session_id":"s\"\ud83d\ude00","previous_response_id":"r\/1","stream":true}`)
 	f(`{"model":"m","store":false,"prompt":"a \"cat\"","size":"1024x1024"}`)
-	f(`{"mod\u0065l":"m","session\u005fid":null,"Stream_options":{},"\u017ftop":1,"x":[[[[{"y":[1,2,{"z":"w"}]}]]]]}`)
+	f(`{"mod\u0065l":"m","session\u005fid":null,"stream\u005foptions":{"include_usage":false},"\u017ftop":1,"x":[[[[{"y":[1,2,{"z":"w"}]}]]]]}`)
 }
 
 func TestAppendWithoutSessionIDAllocs(t *testing.T) {
@@ -120,5 +120,25 @@ func TestSplitterAllocs(t *testing.T) {
 	})
 	if n != 0 {
 		t.Fatalf("Splitter allocates %v times per stream", n)
+	}
+}
+
+func TestAppendAskingUsageAllocs(t *testing.T) {
+	body := []byte(`{"model":"m","session_id":"s","stream":true,"stream_options":{"include_usage":false},"messages":[]}`)
+	var fl Fields
+	if err := Peek(body, &fl); err != nil || !fl.CanAskUsage() {
+		t.Fatalf("%v %v", err, fl.CanAskUsage())
+	}
+	dst := make([]byte, 0, 2*len(body))
+	if n := testing.AllocsPerRun(100, func() { dst = AppendAskingUsage(dst[:0], body, &fl, []byte(`"p"`)) }); n != 0 {
+		t.Fatalf("AppendAskingUsage allocates %v times per run", n)
+	}
+	ev := []byte(chunkWithNull + usageChunk)
+	dst = make([]byte, 0, len(ev))
+	if n := testing.AllocsPerRun(100, func() {
+		_ = IsAddedUsageEvent(ev)
+		_ = AppendWithoutUsageNull(dst[:0], ev)
+	}); n != 0 {
+		t.Fatalf("IsAddedUsageEvent and AppendWithoutUsageNull allocate %v times per run", n)
 	}
 }

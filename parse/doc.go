@@ -3,7 +3,9 @@
 // that the body is valid JSON and that no field the gateway reads appears twice or under a
 // spelling that another decoder would read differently (keys.go), AppendWithoutSessionID splices the gateway's own session_id
 // member out of the raw bytes (AppendForUpstream also puts a deployment's own model name in
-// place of the model's value, in the same pass), Member reads one raw value out of a JSON
+// place of the model's value, in the same pass; AppendAskingUsage also sets a chat stream's
+// stream_options.include_usage, and IsAddedUsageEvent and AppendWithoutUsageNull find what that
+// adds to the answer: askusage.go), Member reads one raw value out of a JSON
 // object, Splitter splits a server-sent-events stream into lines and events, and Scanner reads
 // its events.
 //

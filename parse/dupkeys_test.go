@@ -17,6 +17,15 @@ var dupBodies = []struct{ body, field string }{
 	{`{"stream":true,"stream":false}`, "stream"},
 	{`{"store":false,"store":true}`, "store"},
 	{`{"prompt":"a","prompt":"b"}`, "prompt"},
+	{`{"stream_options":{},"stream_options":{"include_usage":true}}`, "stream_options"},
+	{`{"stream_options":{},"Stream_Options":{}}`, "stream_options"},
+	{`{"streamOptions":{"include_usage":true}}`, "stream_options"},
+	// include_usage in stream_options: the gateway reads and may set it
+	{`{"stream_options":{"include_usage":false,"include_usage":true}}`, "stream_options.include_usage"},
+	{`{"stream_options":{"include_usage":true,"include\u005fusage":false}}`, "stream_options.include_usage"},
+	{`{"stream_options":{"Include_Usage":true}}`, "stream_options.include_usage"},
+	{`{"stream_options":{"includeUsage":false}}`, "stream_options.include_usage"},
+	{`{"stream_options":{"include_usage":null,"include_uſage":1}}`, "stream_options.include_usage"},
 	// escaped spellings
 	{`{"mod\u0065l":"a","model":"b"}`, "model"},
 	{`{"previous_response_id":"a","previous\u005fresponse\u005fid":"b"}`, "previous_response_id"},
@@ -84,7 +93,9 @@ func TestGoFoldsKeys(t *testing.T) {
 
 func TestPeekAcceptsOtherKeys(t *testing.T) {
 	for _, body := range []string{
-		`{"model":"m","models":"x","mode":"y","Model_name":"z","stream_options":{},"Stream_Options":{}}`,
+		`{"model":"m","models":"x","mode":"y","Model_name":"z","stream_option":{},"stream_optionz":{}}`,
+		`{"stream_options":{"include_usage":true,"include_usages":1,"usage":2},"include_usage":false}`,
+		`{"stream_options":{"include_obfuscation":false},"x":{"stream_options":1,"stream_options":2}}`,
 		`{"model":"m","metadata":{"model":"a","MODEL":"b","model":"c"},"messages":[{"Model":"x"}]}`,
 		`{"model":"m","system":"s","ſystem":"t","stop":[],"seed":1,"prompt_cache_key":"k"}`,
 		`{"model":"m","session":"s","sessions_id":"t","_":1,"-----":2,"previous_response":"p"}`,

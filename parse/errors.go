@@ -3,6 +3,7 @@ package parse
 import (
 	"errors"
 	"strconv"
+	"strings"
 )
 
 // The messages of these errors are written for the client that sent the body: they name no
@@ -65,13 +66,14 @@ const errTooDeep = "objects and arrays nested deeper than 10000 levels"
 // whether case matters, so such a body is refused rather than read one way and forwarded to be
 // read another. It wraps ErrDuplicateField.
 type DuplicateFieldError struct {
-	Field   string // the exact JSON key, e.g. "previous_response_id"
+	Field   string // the exact JSON key, e.g. "previous_response_id", or its path in the body
 	Variant bool   // a single member spelled as a case variant, e.g. "MODEL"
 }
 
 func (e *DuplicateFieldError) Error() string {
 	if e.Variant {
-		return e.Field + " must be spelled exactly \"" + e.Field + "\": a case variant of it is ambiguous"
+		name := e.Field[strings.LastIndexByte(e.Field, '.')+1:] // "stream_options.include_usage"
+		return e.Field + " must be spelled exactly \"" + name + "\": a case variant of it is ambiguous"
 	}
 	return e.Field + " appears more than once (counting escaped and case variants of it)"
 }

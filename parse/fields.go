@@ -20,6 +20,13 @@ type Fields struct {
 
 	// Raw values of the last member of each key; the zero span is absent.
 	model, sessionID, previousResponseID, stream, store, prompt span
+	// streamOptions' value, and include_usage's inside it when it is an object with one;
+	// optsMembers: that object has members (see askusage.go).
+	streamOptions, includeUsage span
+	optsMembers                 bool
+	ask                         usageAsk
+	includesUsage               bool
+	objEnd                      int // index of the top-level object's '}'
 
 	sessionMembers int    // number of top-level session_id members
 	seen           uint8  // bit 1<<fieldKey for each key met so far
@@ -48,6 +55,8 @@ func (f *Fields) Reset() {
 	f.NoStore, f.RawPrompt = false, nil
 	f.model, f.sessionID, f.previousResponseID, f.stream = span{}, span{}, span{}, span{}
 	f.store, f.prompt = span{}, span{}
+	f.streamOptions, f.includeUsage, f.optsMembers, f.objEnd = span{}, span{}, false, 0
+	f.ask, f.includesUsage = askAddOptions, false
 	f.sessionMembers, f.seen = 0, 0
 	f.cuts = f.cuts[:0]
 	f.lastKeptEnd, f.pendingCut = -1, -1
@@ -97,6 +106,7 @@ func (f *Fields) peek(body []byte) error {
 // past its '}'.
 func (f *Fields) scanMembers(b []byte, i int) (int, error) {
 	if i = skipWS(b, i); i < len(b) && b[i] == '}' {
+		f.objEnd = i
 		return i + 1, nil
 	}
 	for {
@@ -111,11 +121,17 @@ func (f *Fields) scanMembers(b []byte, i int) (int, error) {
 		if err != nil {
 			return end, err
 		}
+		if key == keyStreamOptions {
+			if err = f.streamOptionsValue(b, span{valueStart, end}); err != nil {
+				return i, err
+			}
+		}
 		f.member(key, i, span{valueStart, end})
 		var closed bool
 		if i, closed, err = afterElement(b, end, '}'); err != nil || closed {
 			if closed {
 				f.lastMember(end)
+				f.objEnd = i - 1
 			}
 			return i, err
 		}
@@ -157,6 +173,8 @@ func (f *Fields) member(key fieldKey, keyStart int, value span) {
 		f.store = value
 	case keyPrompt:
 		f.prompt = value
+	case keyStreamOptions:
+		f.streamOptions = value
 	}
 	f.lastKeptEnd = value.end
 }

@@ -27,11 +27,17 @@ const (
 	keyStream
 	keyStore  // read by the Responses create handler
 	keyPrompt // read by the images handler
+	// keyStreamOptions holds include_usage, which the gateway reads and may set (askusage.go)
+	keyStreamOptions
 	numKeys
 )
 
+// Peek's seen is a uint8 with a bit per key but keyOther: this fails to compile past 8.
+const _ = uint8(1 << (numKeys - 1))
+
 // keyNames are the exact spellings, indexed by fieldKey.
-var keyNames = [numKeys]string{"", "model", "session_id", "previous_response_id", "stream", "store", "prompt"}
+var keyNames = [numKeys]string{"", "model", "session_id", "previous_response_id", "stream", "store", "prompt",
+	"stream_options"}
 
 func (k fieldKey) String() string { return keyNames[k] }
 
@@ -52,6 +58,8 @@ func whichKey(raw []byte, escaped bool) (key fieldKey, exact bool) {
 		return keyStore, true
 	case "prompt":
 		return keyPrompt, true
+	case "stream_options":
+		return keyStreamOptions, true
 	}
 	if !mayFold(raw, escaped) {
 		return keyOther, false

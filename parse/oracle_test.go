@@ -130,7 +130,7 @@ func checkSplice(t *testing.T, body, out []byte) {
 }
 
 // readKeys are the top-level keys that Peek refuses to see twice.
-var readKeys = []string{"model", "session_id", "previous_response_id", "stream", "store", "prompt"}
+var readKeys = []string{"model", "session_id", "previous_response_id", "stream", "store", "prompt", "stream_options"}
 
 // topLevel returns the decoded top-level members of a valid JSON object in body order.
 func topLevel(body []byte) (keys []string, values []json.RawMessage) {
@@ -162,19 +162,33 @@ func undelimited(s string) []byte {
 // variant, matching keys as loosely as encoding/json (bytes.EqualFold on the decoded key) or
 // encoding/json/v2 (also ignoring underscores and dashes) does.
 func duplicateOracle(body []byte) error {
-	keys, _ := topLevel(body)
+	keys, values := topLevel(body)
 	for _, name := range readKeys {
-		n, exact := 0, true
-		for _, k := range keys {
-			if bytes.EqualFold(undelimited(k), undelimited(name)) {
-				n, exact = n+1, exact && k == name
-			}
-		}
-		if n > 1 || !exact {
+		if looseCount(keys, name) {
 			return ErrDuplicateField
 		}
 	}
+	// stream_options (once, exactly spelled by now) holds include_usage, which is read too
+	for i, k := range keys {
+		if k == "stream_options" && bytes.HasPrefix(values[i], []byte("{")) {
+			inner, _ := topLevel(values[i])
+			if looseCount(inner, "include_usage") {
+				return ErrDuplicateField
+			}
+		}
+	}
 	return nil
+}
+
+// looseCount reports whether name appears more than once in keys, or only as a case variant.
+func looseCount(keys []string, name string) bool {
+	n, exact := 0, true
+	for _, k := range keys {
+		if bytes.EqualFold(undelimited(k), undelimited(name)) {
+			n, exact = n+1, exact && k == name
+		}
+	}
+	return n > 1 || !exact
 }
 
 // caseInsensitive is how a Go provider decodes a body: encoding/json matches these tags

@@ -98,6 +98,9 @@ type call struct {
 
 	// ticket is the call's hold on its key's rate limits; see limits.go.
 	ticket ratelimit.Ticket
+	// sent: the call was sent upstream; reached: its last send may have
+	// reached the provider (see chargedTokens).
+	sent, reached bool
 
 	// up is the upstream call and the relay of its answer.
 	up       upstream.Relay
@@ -149,6 +152,7 @@ func (c *call) release() {
 	c.g, c.st, c.ctx, c.model, c.dep = nil, nil, nil, nil, nil
 	c.keyID = ""
 	c.done, c.bodyDone, c.attempts = false, false, 0
+	c.sent, c.reached = false, false
 	c.onStream, c.onAnswer = nil, nil
 	c.owned, c.inherited, c.recorded = store.Response{}, "", false
 	c.status = 0
@@ -458,13 +462,20 @@ func (c *call) forwardTo(dep *upstream.Deployment, path string, body []byte, str
 // stays raised until the answer is relayed.
 func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream bool) error {
 	c.dep = dep
+	ask := stream && c.asksUsage()
+	renamed := false
 	if c.model != nil && c.model.renamed != nil {
 		if pm, ok := c.model.renamed[dep.Name()]; ok {
 			var err error
-			if path, body, err = c.rename(pm, path, body); err != nil {
+			if path, body, err = c.rename(pm, path, body, ask); err != nil {
 				return err
 			}
+			renamed = true
 		}
+	}
+	if ask && !renamed {
+		c.renamed = parse.AppendAskingUsage(c.renamed[:0], c.body, &c.fields, nil)
+		body = c.renamed
 	}
 	req := upstream.AcquireRequest()
 	req.Head = c.appendHead(req.Head, dep, path, len(body))
@@ -472,7 +483,12 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 	if c.countsUsage() {
 		c.up.CountUsage()
 	}
+	if ask {
+		c.up.StripUsage()
+	}
+	c.sent = true
 	err := c.up.Send(dep, req, stream)
+	c.reached = err == nil || !upstream.IsDialError(err)
 	// The request is written whole by the time Send returns; a long stream
 	// should not keep its head alive.
 	upstream.ReleaseRequest(req)
@@ -481,12 +497,16 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 
 // rename gives the path and body for a deployment that knows the call's model
 // as pm: the model's value in the body replaced (a body without a model, such
-// as a continuation's, gets none added), or the gamma path rebuilt.
-func (c *call) rename(pm providerModel, path string, body []byte) (string, []byte, error) {
+// as a continuation's, gets none added), or the gamma path rebuilt. ask: the
+// body also asks for its stream's usage (see asksUsage).
+func (c *call) rename(pm providerModel, path string, body []byte, ask bool) (string, []byte, error) {
 	switch {
 	case c.ep == epGenerateContent:
 		c.renamed = appendGammaPath(c.renamed[:0], c.version, pm.name)
 		return b2s(c.renamed), body, nil
+	case ask:
+		c.renamed = parse.AppendAskingUsage(c.renamed[:0], c.body, &c.fields, pm.json)
+		return path, c.renamed, nil
 	case len(body) == 0 || c.fields.Model == nil:
 		return path, body, nil
 	case !c.inlined:

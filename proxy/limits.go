@@ -6,6 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/ratelimit"
 )
@@ -30,17 +31,95 @@ func (c *call) admit() bool {
 }
 
 // settleLimits ends the call's hold on its key's limits, charging the input
-// and output tokens of its answer (each at most 18 digits, see
-// parse.ReadUsage; Done charges at most ratelimit.MaxCallTokens).
+// and output tokens of its answer (see chargedTokens; Done charges at most
+// ratelimit.MaxCallTokens).
 func (g *Gateway) settleLimits(c *call) {
 	if !c.ticket.Held() {
 		return
 	}
 	var tokens int64
-	if u := c.up.Usage(); u.Found {
-		tokens = u.Input + u.Output
+	if c.chargesTokens() {
+		tokens = c.chargedTokens()
 	}
 	g.limits.Done(&c.ticket, tokens)
+}
+
+// chargesTokens reports whether the call's tokens are charged: to its key's
+// tokens limit (a money budget would be another reason). It is the one
+// predicate behind what charging needs: reading the answer's usage, asking a
+// chat stream for it (asksUsage), and estimating usage that never came.
+func (c *call) chargesTokens() bool { return c.ticket.CountsTokens() }
+
+// asksUsage reports whether the call's request must ask its provider for the
+// usage of its stream: a beta chat stream whose tokens are charged and whose
+// client did not ask (parse.AppendAskingUsage). The relay then takes what
+// that adds out of the client's stream (upstream.Relay.StripUsage).
+func (c *call) asksUsage() bool {
+	return c.ep == epChat && c.fields.Stream && c.fields.CanAskUsage() && c.chargesTokens()
+}
+
+// The estimate of a call whose usage did not come (docs/rate-limits.md):
+// input from the request body's bytes, output from the answer relayed.
+const (
+	// bytesPerInputToken is a bound that text rarely goes under: English
+	// takes about 4 bytes a token, code 3, the JSON around a prompt more;
+	// only token-dense text (CJK, digits, symbols) comes near 2.
+	bytesPerInputToken = 2
+	// bytesPerOutputToken is for an answer that is not an event stream: its
+	// JSON, names and all, at the average of text.
+	bytesPerOutputToken = 4
+)
+
+// generates marks the endpoints whose calls make a model generate; reports
+// those whose successful answers always report their usage.
+var (
+	generates = [numEndpoints]bool{epMessages: true, epChat: true, epResponsesCreate: true,
+		epResponsesCompact: true, epImages: true, epGenerateContent: true}
+	reports = [numEndpoints]bool{epMessages: true, epChat: true, epResponsesCreate: true, epGenerateContent: true}
+)
+
+// chargedTokens returns the input and output tokens the call's answer
+// reported or, when they are missing in part or whole (see estimates), the
+// estimate: the input reported, else ceil(request bytes / 2); the larger of
+// the output reported and the output relayed (one token per SSE event, or
+// ceil(bytes / 4) of another body).
+func (c *call) chargedTokens() int64 {
+	u := c.up.Usage()
+	if !c.estimates(&u) {
+		if !u.Found {
+			return 0
+		}
+		return u.Input + u.Output
+	}
+	in := u.Input
+	if in <= 0 {
+		n := int64(len(c.body))
+		if c.up.Streaming() {
+			n = int64(c.bodyLen) // the body may be dropped by now (see relay)
+		}
+		in = (n + bytesPerInputToken - 1) / bytesPerInputToken
+	}
+	out := (c.up.Sent() + bytesPerOutputToken - 1) / bytesPerOutputToken
+	if c.up.SSE() {
+		out = c.up.Events()
+	}
+	return in + max(u.Output, out)
+}
+
+// estimates reports whether the usage u of a call that generates may be
+// short of what the provider spent: the call was sent and may have reached
+// the provider, and its answer did not end (the send failed, the stream was
+// cut or its client left), or it succeeded on an endpoint that always
+// reports usage and reported none. A call that failed over is judged by its
+// last send.
+func (c *call) estimates(u *parse.Usage) bool {
+	switch {
+	case !generates[c.ep] || !c.sent || !c.reached:
+		return false
+	case !c.up.Ended():
+		return true
+	}
+	return !u.Found && reports[c.ep] && c.status >= 200 && c.status < 300
 }
 
 // countsUsage reports whether the call reads the token usage of its answer:
@@ -54,7 +133,7 @@ func (c *call) countsUsage() bool {
 	case epResponsesGet, epResponsesDelete, epResponsesInputItems:
 		return false
 	}
-	return !c.g.opts.NoTokenUsage || c.ticket.CountsTokens()
+	return !c.g.opts.NoTokenUsage || c.chargesTokens()
 }
 
 // refuseLimit answers 429 (503 when the shared counters are unreachable and

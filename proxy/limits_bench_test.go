@@ -54,3 +54,16 @@ func BenchmarkRateLimits(b *testing.B) {
 func backendCallsOf(gw *Gateway) int {
 	return backendCalls([]*testEnv{{gw: gw}})
 }
+
+// BenchmarkRateLimitedStream is BenchmarkProxiedStream with the key's limits
+// off and kept in memory: with a tokens limit, the request is edited to ask
+// for the stream's usage and the usage chunk is taken out of the answer.
+func BenchmarkRateLimitedStream(b *testing.B) {
+	stream := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	b.Run("off", func(b *testing.B) {
+		newHotBench(b).proxied(b, stream)
+	})
+	b.Run("memory", func(b *testing.B) {
+		withBenchLimits(b, newHotBench(b)).proxied(b, stream)
+	})
+}

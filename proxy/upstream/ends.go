@@ -17,7 +17,8 @@ type eventHeads struct {
 	lines       parse.Splitter
 	cur, last   [40]byte
 	curN, lastN int
-	cr          bool // the stream has had a '\r': all its bytes go through lines
+	cr          bool  // the stream has had a '\r': all its bytes go through lines
+	events      int64 // events ended so far
 }
 
 // feed follows the next chunk of the stream. Whole lines that end in '\n'
@@ -42,9 +43,7 @@ func (h *eventHeads) feedLines(p []byte) {
 	for len(p) > 0 {
 		switch {
 		case p[0] == '\n': // a blank line ends the event
-			if h.curN > 0 {
-				h.last, h.lastN, h.curN = h.cur, h.curN, 0
-			}
+			h.endEvent()
 			p = p[1:]
 		case h.curN < len(h.cur): // a line of the event's head, with its line end
 			line := bytes.IndexByte(p, '\n') + 1
@@ -70,15 +69,21 @@ func (h *eventHeads) splitFeed(p []byte) {
 		}
 		switch end {
 		case parse.BlankLine:
-			if h.curN > 0 { // a blank line ends the event
-				h.last, h.lastN, h.curN = h.cur, h.curN, 0
-			}
+			h.endEvent()
 		case parse.LineEnd:
 			h.addLine(piece)
 			h.addLine(newline)
 		default:
 			h.addLine(piece)
 		}
+	}
+}
+
+// endEvent is a blank line: it ends the event, if one began.
+func (h *eventHeads) endEvent() {
+	if h.curN > 0 {
+		h.last, h.lastN, h.curN = h.cur, h.curN, 0
+		h.events++
 	}
 }
 

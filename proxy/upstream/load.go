@@ -32,7 +32,7 @@ func (r *Relay) Load(out *fasthttp.Response, limit int, whole bool) error {
 	if stream == nil { // read whole by fasthttp, or an answer without a body
 		r.moveBody(out)
 		r.usage.feed(out.Body())
-		r.loaded = true
+		r.loaded, r.usage.ended = true, true
 		r.dep.inflight.Add(-1)
 		return nil
 	}
@@ -52,6 +52,7 @@ func (r *Relay) Load(out *fasthttp.Response, limit int, whole bool) error {
 	r.endLoad(err)
 	if err == nil {
 		r.usage.feed(buf)
+		r.usage.ended = true
 	}
 	return err
 }

@@ -47,8 +47,10 @@ func (r *Relay) Read(p []byte) (int, error) {
 			r.dep.Failed(err)
 			r.resp.SetConnectionClose()
 		}
+		r.usage.ended = err == io.EOF
 		return n, err
 	case err == io.EOF && !r.heads.midEvent() && r.heads.ended(r.fam, r.responses):
+		r.usage.ended = true
 		return n, io.EOF
 	}
 	r.breakOff(err)
@@ -178,7 +180,7 @@ func (r *Relay) relayEvents(w io.Writer) (int64, error) {
 				break
 			}
 			// The rest of this event may take a while: what is finished goes first.
-			m, werr := writeFinishedEvents(w, &buf)
+			m, werr := r.writeFinishedEvents(w, &buf)
 			written += int64(m)
 			if werr != nil {
 				return written, werr
@@ -194,7 +196,7 @@ func (r *Relay) relayEvents(w io.Writer) (int64, error) {
 	if err == io.EOF {
 		r.holdTail() // these are the stream's last events
 	}
-	m, werr := writeEvents(w, buf)
+	m, werr := r.writeEvents(w, buf)
 	written += int64(m)
 	if werr != nil {
 		return written, werr
@@ -213,12 +215,12 @@ func (r *Relay) holdTail() {
 
 // writeFinishedEvents writes the finished events at the start of *buf and
 // keeps the rest there.
-func writeFinishedEvents(w io.Writer, buf *[]byte) (int, error) {
+func (r *Relay) writeFinishedEvents(w io.Writer, buf *[]byte) (int, error) {
 	end := parse.LastEventEnd(*buf)
 	if end == 0 {
 		return 0, nil
 	}
-	m, err := writeEvents(w, (*buf)[:end])
+	m, err := r.writeEvents(w, (*buf)[:end])
 	if err != nil {
 		return m, err
 	}
@@ -239,8 +241,10 @@ func (r *Relay) upstreamReady() bool {
 	return ok && p.ready()
 }
 
-// writeEvents writes p as one chunk.
-func writeEvents(w io.Writer, p []byte) (int, error) {
+// writeEvents writes p as one chunk, less what StripUsage takes out of it
+// (in place).
+func (r *Relay) writeEvents(w io.Writer, p []byte) (int, error) {
+	p = r.usage.strip.filter(p)
 	if len(p) == 0 {
 		return 0, nil
 	}
