@@ -19,21 +19,37 @@ import (
 // timeouts.client_write_idle fails, and fasthttp then drops the connection,
 // which ends the relay and frees the upstream connection. A slow client that
 // keeps reading keeps its stream: only a period without a byte taken counts.
+//
+// A failed accept is retried, never returned (see acceptor), and a client
+// connection that would take the descriptors kept for upstream dials is
+// closed at once (see descriptors).
 func (g *Gateway) Listener(ln net.Listener) net.Listener {
-	return &clientListener{Listener: ln, g: g}
+	l := &clientListener{g: g}
+	l.init(ln, "client", g.obs.acceptErrs[clientListenerLabel], g.log)
+	g.logDescriptors()
+	return l
 }
 
 type clientListener struct {
-	net.Listener
+	acceptor
 	g *Gateway
 }
 
 func (l *clientListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.accept()
+		if err != nil {
+			return nil, err
+		}
+		if !procFDs.admitClient(time.Now(), l.g.upstreamBusy) {
+			l.g.obs.refused.Inc()
+			c.Close()
+			continue
+		}
+		cc := newClientConn(c, l.g.state.Load().cfg.Timeouts.ClientWriteIdle.D())
+		cc.counted.Store(true)
+		return cc, nil
 	}
-	return newClientConn(c, l.g.state.Load().cfg.Timeouts.ClientWriteIdle.D()), nil
 }
 
 // newClientConn wraps c, whose writes give up after idle without progress;
@@ -101,6 +117,8 @@ type clientConn struct {
 	// chunked body's framing included, once bounded (see boundChunked).
 	rawLeft    int64
 	rawBounded bool
+	// counted is set while the connection counts in procFDs.clients.
+	counted atomic.Bool
 }
 
 // heldCap bounds the bytes a connection holds back: an SSE relay's largest
@@ -452,6 +470,9 @@ func (c *clientConn) requestHead() []byte { return c.head[:c.headN] }
 func (c *clientConn) Close() error {
 	c.endSplice()
 	c.sendHeld()
+	if c.counted.Swap(false) {
+		procFDs.clients.Add(-1)
+	}
 	return c.Conn.Close()
 }
 

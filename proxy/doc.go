@@ -2,7 +2,9 @@
 // every family and endpoint, authentication, the rejections answered without
 // an upstream, the lifecycle of one request (call: read, peek, route, forward,
 // finish), Responses ownership, user-data files, images, the Gateway with its
-// reloadable state, metrics and the access log.
+// reloadable state, metrics and the access log, and its listeners (a failed
+// accept retried, client connections refused to keep file descriptors for
+// upstream dials).
 //
 // It does not own the configuration's types, loading and validation
 // (proxy/config), the families' native error shapes (proxy/family), the

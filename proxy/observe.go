@@ -53,6 +53,10 @@ type observer struct {
 	// store is the instrumented store, nil without one.
 	store    *observedStore
 	draining atomic.Bool
+	// acceptErrs counts the failed accepts of each listener; refused the
+	// client connections closed to keep descriptors (see listener.go).
+	acceptErrs [numListeners]*metrics.Counter
+	refused    *metrics.Counter
 }
 
 // observe sets up the gateway's metrics and access log and instruments its
@@ -64,6 +68,7 @@ func (g *Gateway) observe() {
 		o.bytesOut[f] = o.set.NewCounter(`gateway_response_bytes_total{family="` + f.String() + `"}`)
 	}
 	o.streams = o.set.NewGauge("gateway_active_streams", nil)
+	o.observeListeners()
 	if g.opts.Store != nil {
 		o.store = newObservedStore(g.opts.Store, o.set, &o.hists)
 		g.opts.Store = o.store

@@ -281,13 +281,14 @@ type running struct {
 }
 
 // start serves gw on lns (the client listener, then the admin one if any)
-// and starts the janitor.
+// and starts the janitor. Both listeners retry a failed accept: a server
+// returns only once its listener is closed.
 func start(gw *proxy.Gateway, st io.Closer, lns []net.Listener, log *slog.Logger) *running {
 	r := &running{gw: gw, st: st, served: make(chan error, 2), srv: gw.NewServer()}
 	go func() { r.served <- r.srv.Serve(gw.Listener(lns[0])) }()
 	if len(lns) > 1 {
 		r.admin = gw.NewAdminServer()
-		go func() { r.served <- r.admin.Serve(lns[1]) }()
+		go func() { r.served <- r.admin.Serve(gw.AdminListener(lns[1])) }()
 		log.Info("admin listening", "addr", lns[1].Addr().String())
 	}
 	r.stopJanitor = gw.StartJanitor()

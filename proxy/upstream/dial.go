@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,7 +39,7 @@ type errDial struct{ err error }
 func (e *errDial) Error() string { return "cannot connect to upstream: " + e.err.Error() }
 func (e *errDial) Unwrap() error { return e.err }
 
-func (d *dialer) Dial(addr string) (net.Conn, error) {
+func (d *dialer) dial(addr string) (*deadlineConn, error) {
 	c, err := net.DialTimeout("tcp", addr, d.connect)
 	if err != nil {
 		return nil, &errDial{err: err}
@@ -123,6 +124,8 @@ type deadlineConn struct {
 	step     func(uintptr) bool
 	pending  *bufio.Writer
 	flushErr error
+	// counted is set while the connection counts in OpenConns.
+	counted atomic.Bool
 }
 
 // writePiece bounds what one write to the connection may carry: the upstream
