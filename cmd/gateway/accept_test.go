@@ -41,7 +41,7 @@ func (nopCloser) Close() error { return nil }
 // on the client one, neither stop the gateway: both serve once accepts
 // work again, and only a signal ends it.
 func TestAcceptErrorKeepsServing(t *testing.T) {
-	demo, err := startDemo()
+	demo, err := startDemo(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
