@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -32,7 +33,15 @@ func (d *Deployment) Succeeded() {
 // StatusError, an interrupted stream); enough in a row exclude the deployment
 // for the cooldown, which is logged with the cause. It reports whether this
 // call excluded it.
+//
+// A failure of this process to open a descriptor (EMFILE, ENFILE: the
+// gateway is at its file limit) says nothing of the deployment and is not
+// counted: excluding every deployment in turn would fail calls that the
+// limit would let through once a connection closes.
 func (d *Deployment) Failed(err error) bool {
+	if outOfDescriptors(err) {
+		return false
+	}
 	if d.failures.Add(1) < d.maxFailures {
 		return false
 	}
@@ -40,6 +49,12 @@ func (d *Deployment) Failed(err error) bool {
 	d.downUntil.Store(time.Now().Add(d.cooldown).UnixNano())
 	d.logHealth(&d.lastDownLog, "deployment excluded after failures in a row", err)
 	return true
+}
+
+// outOfDescriptors reports whether err is this process running out of file
+// descriptors, its own limit or the system's.
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
 // StatusError is an upstream answer whose status counts as a failure.

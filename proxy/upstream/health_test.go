@@ -5,7 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,5 +62,29 @@ func TestHealthLogRecovery(t *testing.T) {
 	d.Succeeded()
 	if n := strings.Count(log.String(), "deployment back in service"); n != 1 {
 		t.Fatalf("%d recovery lines:\n%s", n, log.String())
+	}
+}
+
+// TestOutOfDescriptorsIsNotAFailure: a dial that fails because the gateway
+// is at its file limit does not count against the deployment's health;
+// a refused connection does.
+func TestOutOfDescriptorsIsNotAFailure(t *testing.T) {
+	var log bytes.Buffer
+	d := newHealthDeployment(t, &log)
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE} {
+		cause := &errDial{err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", errno)}}
+		for range 4 {
+			if d.Failed(cause) {
+				t.Fatalf("%v excluded the deployment", errno)
+			}
+		}
+		if d.Excluded(time.Now().UnixNano()) {
+			t.Fatalf("%v: deployment excluded", errno)
+		}
+	}
+	refused := &errDial{err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	d.Failed(refused)
+	if !d.Failed(refused) {
+		t.Fatal("two refused dials did not exclude the deployment")
 	}
 }
