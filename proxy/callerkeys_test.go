@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-		"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp"
 )
 
 // The callers' keys made through the admin API, on one gateway with its Pebble store: the
@@ -289,7 +289,9 @@ func TestKeysAdminBadInput(t *testing.T) {
 	f := func(method, path, body, field string) {
 		t.Helper()
 		status, b := e.call(method, path, adminToken, body)
-		var v struct{ Error struct{ Field, Message string } }
+		var v struct {
+			Error struct{ Field, Message string }
+		}
 		json.Unmarshal(b, &v)
 		if status != 400 || v.Error.Field != field {
 			t.Fatalf("%s %s %.80s: %d %s, want 400 on %s", method, path, body, status, b, field)
