@@ -274,7 +274,8 @@ func start(gw *proxy.Gateway, st io.Closer, lns []net.Listener, log *slog.Logger
 		go func() { r.served <- r.admin.Serve(lns[1]) }()
 		log.Info("admin listening", "addr", lns[1].Addr().String())
 	}
-	r.stopJanitor = gw.StartJanitor()
+	stopJanitor, stopKeys := gw.StartJanitor(), gw.StartKeys()
+	r.stopJanitor = func() { stopKeys(); stopJanitor() }
 	return r
 }
 

@@ -138,3 +138,34 @@ func TestSyncerServesLastSnapshotWhenDown(t *testing.T) {
 		t.Fatalf("after a gap: %+v", st)
 	}
 }
+
+// silent is a KeyStore whose announcements are all lost.
+type silent struct{ store.KeyStore }
+
+func (silent) WatchKeys(ctx context.Context, fn func(uint64)) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestSyncerCheckBoundsStaleness: with every announcement lost, the periodic check alone
+// puts a change in force.
+func TestSyncerCheckBoundsStaleness(t *testing.T) {
+	p := openPebble(t)
+	swapped := make(chan *Snapshot, 100)
+	s := NewSyncer(nil, SyncOptions{Store: silent{p}, CheckEvery: 20 * time.Millisecond, OnSwap: func(sn *Snapshot) { swapped <- sn }})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	put(t, p, Record{ID: "a", Digest: DigestOf("a-secret")}, nil)
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case sn := <-swapped:
+			if valid(sn, "a-secret") {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the periodic check did not bring the change")
+		}
+	}
+}
