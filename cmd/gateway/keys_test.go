@@ -4,15 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 
 	"github.com/modelgate/gateway/bench/sim"
+	"github.com/modelgate/gateway/store/redistest"
 )
 
 // Callers' keys made through the admin API of one gateway process, in force on every
@@ -182,4 +187,110 @@ func percentiles(ds []time.Duration) string {
 		fmt.Fprintf(&b, "p%g %v  ", q*100, quantile(ds, q).Round(10*time.Microsecond))
 	}
 	return b.String()
+}
+
+// TestKeysRotationUnderLoad: while calls with a key's secret run on B and C without
+// pause, the key is rotated through A with an overlap: not one call with the old secret
+// fails, and the new one works everywhere.
+func TestKeysRotationUnderLoad(t *testing.T) {
+	nodes, _ := keysCluster(t, 3)
+	a := nodes[0]
+	k := adminCall(t, a, "POST", "/admin/v1/keys", `{"name":"rotated"}`, 201)
+	id, old := k["id"].(string), k["key"].(string)
+	for _, g := range nodes[1:] {
+		untilStatus(t, g, old, 200, time.Now())
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var calls, failed atomic.Int64
+	for _, g := range nodes[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest("GET", g.base+"/v1/models", nil)
+				req.Header.Set("Authorization", "Bearer "+old)
+				resp, err := http.DefaultClient.Do(req)
+				calls.Add(1)
+				if err != nil || resp.StatusCode != 200 {
+					failed.Add(1)
+				}
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	for calls.Load() < 50 { // the load runs before the rotation
+		time.Sleep(time.Millisecond)
+	}
+	fresh := adminCall(t, a, "POST", "/admin/v1/keys/"+id+"/rotate", `{"overlap":"10m"}`, 200)["key"].(string)
+	for _, g := range nodes {
+		untilStatus(t, g, fresh, 200, time.Now())
+	}
+	for n := calls.Load(); calls.Load() < n+50; { // and after it is everywhere
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d calls with the old secret failed within the overlap", failed.Load(), calls.Load())
+	}
+	t.Logf("%d calls with the old secret during the rotation, none failed", calls.Load())
+}
+
+// TestKeysRedisOutage: with its Redis Cluster down, a gateway keeps serving the keys it
+// last read, and its admin API answers 503; once Redis is back, changes apply again.
+func TestKeysRedisOutage(t *testing.T) {
+	e2eCluster.Addrs(t) // skips (or fails in CI) when redis cannot be had
+	if _, err := redistest.Run("start", downPort); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { redistest.StopPort(downPort) })
+	s, err := sim.Listen("127.0.0.1:0", sim.Options{Name: "s1", AlphaKey: upAlpha, BetaKey: upBeta, NoRecord: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	path := redisConfig(t, downAddrs(), s, "  dial_timeout: 1s\n  command_timeout: 1s\n")
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "admin:\n  tokens: [{id: ops, key: %s}]\n", adminTok)
+	f.Close()
+	g := launchRedis(t, path)
+	var k map[string]any
+	eventually(t, func() string { return "a key made once redis is ready" }, func() bool {
+		status, _, b := do(t, "POST", g.admin+"/admin/v1/keys", adminTok, nil, `{"name":"kept"}`)
+		return status == 201 && json.Unmarshal([]byte(b), &k) == nil
+	})
+	secret := k["key"].(string)
+	if err := redistest.StopPort(downPort); err != nil {
+		t.Fatal(err)
+	}
+	if status := modelsStatus(t, g, secret); status != 200 {
+		t.Fatalf("the last snapshot is not served with redis down: %d", status)
+	}
+	status, h, body := do(t, "POST", g.admin+"/admin/v1/keys", adminTok, nil, `{"name":"refused"}`)
+	if status != 503 || h.Get("Retry-After") == "" {
+		t.Fatalf("a change with redis down: %d %s", status, body)
+	}
+	eventually(t, func() string { return "reads refused once the snapshot is stale" }, func() bool {
+		status, _, _ := do(t, "GET", g.admin+"/admin/v1/keys", adminTok, nil, "")
+		return status == 503
+	})
+	_, _, page := do(t, "GET", g.admin+"/status", "", nil, "")
+	if !strings.Contains(page, "store version") {
+		t.Fatalf("the status page does not show the keys' snapshot:\n%s", page)
+	}
+	if status := modelsStatus(t, g, secret); status != 200 {
+		t.Fatalf("the last snapshot is not served with redis down: %d", status)
+	}
 }
