@@ -294,3 +294,73 @@ func TestKeysRedisOutage(t *testing.T) {
 		t.Fatalf("the last snapshot is not served with redis down: %d", status)
 	}
 }
+
+// TestKeysCLI drives the admin API of a gateway on Pebble with the keys command.
+func TestKeysCLI(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig("admin:\n  tokens: [{id: ops, key: " + adminTok + "}]\n")
+	g := e.start()
+	keys := func(want int, args ...string) map[string]any {
+		t.Helper()
+		code, out, errOut := runBin(t, "", append([]string{"keys"}, append(args, "-admin", g.admin)...)...)
+		if code != want {
+			t.Fatalf("keys %v: exit %d, want %d\n%s%s", args, code, want, out, errOut)
+		}
+		var v map[string]any
+		if want == 0 {
+			if err := json.Unmarshal([]byte(out), &v); err != nil {
+				t.Fatalf("keys %v: %v: %s", args, err, out)
+			}
+		} else {
+			v = map[string]any{"stderr": errOut}
+		}
+		return v
+	}
+	if v := keys(1, "list"); !strings.Contains(v["stderr"].(string), adminTokenEnv) {
+		t.Fatalf("without a token: %v", v)
+	}
+	t.Setenv(adminTokenEnv, adminTok)
+	k := keys(0, "create", "-name", "cli", "-models", "old-model", "-metadata", "team=x", "-expires", "720h")
+	id, secret := k["id"].(string), k["key"].(string)
+	if g.chat(secret, "old-model") != 200 || g.chat(secret, "hold-model") != 403 {
+		t.Fatal("a key made by the CLI does not call as it should")
+	}
+	if l := keys(0, "list", "-name", "cl"); len(l["data"].([]any)) != 1 {
+		t.Fatalf("list: %v", l)
+	}
+	if v := keys(0, "update", id, "-name", "renamed", "-models", ""); v["name"] != "renamed" || v["models"] != nil {
+		t.Fatalf("update: %v", v)
+	}
+	keys(0, "block", id)
+	if g.chat(secret, "old-model") != 401 {
+		t.Fatal("a key blocked by the CLI still calls")
+	}
+	keys(0, "unblock", id)
+	fresh := keys(0, "rotate", id, "-overlap", "1m")["key"].(string)
+	if g.chat(secret, "old-model") != 200 || modelsStatus(t, g, fresh) != 200 {
+		t.Fatal("after a rotation with an overlap both secrets work")
+	}
+	if v := keys(1, "update", id, "-limits", `{"concurrent":-1}`); !strings.Contains(v["stderr"].(string), "limits.concurrent") {
+		t.Fatalf("a bad limit: %v", v)
+	}
+	if v := keys(0, "get", id); v["name"] != "renamed" || v["key"] != nil {
+		t.Fatalf("get: %v", v)
+	}
+	keys(0, "delete", id)
+	if g.chat(fresh, "old-model") != 401 || g.chat(secret, "old-model") != 401 {
+		t.Fatal("a key deleted by the CLI still calls")
+	}
+	if v := keys(1, "get", id); !strings.Contains(v["stderr"].(string), "404") {
+		t.Fatalf("get of a deleted key: %v", v)
+	}
+	if v := keys(2, "frobnicate"); !strings.Contains(v["stderr"].(string), "unknown keys command") {
+		t.Fatalf("an unknown command: %v", v)
+	}
+	for _, text := range []string{g.stderr.String(), g.stdout.String()} {
+		for _, s := range []string{secret, fresh, adminTok} {
+			if strings.Contains(text, s) {
+				t.Fatalf("a secret in the gateway's output: %s", s)
+			}
+		}
+	}
+}
