@@ -224,7 +224,9 @@ func adminRequest(admin, method, path string, body []byte, stdout io.Writer) err
 		return fmt.Errorf("cannot read the admin API's answer: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
-		var e struct{ Error struct{ Message, Field string } }
+		var e struct {
+			Error struct{ Message, Field string }
+		}
 		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
 			if e.Error.Field != "" {
 				return fmt.Errorf("%s: %s: %s", resp.Status, e.Error.Field, e.Error.Message)
