@@ -86,11 +86,19 @@ func decodeStrict(raw []byte, v any, path string) error {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return badField(join(path, te.Field), "expected %s, not %s", describeType(te.Type.String()), te.Value)
+		f := join(path, te.Field)
+		if f == "" {
+			f = "body"
+		}
+		return badField(f, "expected %s, not %s", describeType(te.Type.String()), te.Value)
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		name, _ = strconv.Unquote(name)
-		return badField(join(path, name), "unknown field")
+		f := join(path, name)
+		if name == "" {
+			f = join(path, `""`)
+		}
+		return badField(f, "unknown field")
 	}
 	if path == "" {
 		path = "body"
@@ -194,17 +202,20 @@ func (c *change) parseModels(raw json.RawMessage, configured []string) error {
 	if isNull(raw) {
 		return nil
 	}
-	if err := decodeStrict(raw, &c.models, "models"); err != nil {
+	var items []json.RawMessage
+	if err := decodeStrict(raw, &items, "models"); err != nil {
 		return err
 	}
-	if c.models == nil {
-		c.models = []string{}
-	}
-	if len(c.models) > MaxModels {
+	if len(items) > MaxModels {
 		return badField("models", "at most %d patterns", MaxModels)
 	}
-	for i, m := range c.models {
+	c.models = make([]string, len(items))
+	for i, item := range items {
 		f := fmt.Sprintf("models[%d]", i)
+		if err := decodeStrict(item, &c.models[i], f); err != nil {
+			return err
+		}
+		m := c.models[i]
 		if m == "" || !printable(m, MaxModelLen) {
 			return badField(f, "must be 1 to %d bytes of UTF-8 without control characters", MaxModelLen)
 		}
@@ -297,13 +308,20 @@ func (c *change) parseMetadata(raw json.RawMessage) error {
 	if isNull(raw) {
 		return nil
 	}
-	if err := decodeStrict(raw, &c.metadata, "metadata"); err != nil {
+	var items map[string]json.RawMessage
+	if err := decodeStrict(raw, &items, "metadata"); err != nil {
 		return err
 	}
-	if len(c.metadata) > MaxMetadata {
-		return badField("metadata", "at most %d entries, not %d", MaxMetadata, len(c.metadata))
+	if len(items) > MaxMetadata {
+		return badField("metadata", "at most %d entries, not %d", MaxMetadata, len(items))
 	}
-	for k, v := range c.metadata {
+	c.metadata = make(map[string]string, len(items))
+	for k, item := range items {
+		var v string
+		if err := decodeStrict(item, &v, "metadata."+k); err != nil {
+			return err
+		}
+		c.metadata[k] = v
 		if k == "" || !printable(k, MaxMetadataKeyLen) {
 			return badField("metadata", "a key must be 1 to %d bytes of UTF-8 without control characters", MaxMetadataKeyLen)
 		}
