@@ -60,7 +60,7 @@ func (g *Gateway) AdminHandler() fasthttp.RequestHandler {
 		case readyzPath:
 			g.readyz(ctx)
 		default:
-			ctx.Error("not found: the admin listener serves /status, /metrics, /healthz and /readyz\n", fasthttp.StatusNotFound)
+			ctx.Error("not found: the admin listener serves /status, /metrics, /healthz, /readyz and /admin/v1/keys\n", fasthttp.StatusNotFound)
 		}
 	}
 }
