@@ -16,6 +16,7 @@ import (
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/keys"
 	"github.com/modelgate/gateway/proxy/ratelimit"
 	"github.com/modelgate/gateway/proxy/upstream"
 	"github.com/modelgate/gateway/store"
@@ -70,6 +71,7 @@ type call struct {
 	family  family.Family
 	ep      endpoint
 	keyID   string
+	access  *keys.Models // the models the key may use; nil all (see callerkeys.go)
 	fields  parse.Fields
 	model   *model
 	dep     *upstream.Deployment
@@ -150,7 +152,7 @@ func (c *call) release() {
 	c.fields.Reset()
 	c.up.Reset()
 	c.g, c.st, c.ctx, c.model, c.dep = nil, nil, nil, nil, nil
-	c.keyID = ""
+	c.keyID, c.access = "", nil
 	c.done, c.bodyDone, c.attempts = false, false, 0
 	c.sent, c.reached = false, false
 	c.onStream, c.onAnswer = nil, nil
@@ -279,13 +281,7 @@ func (c *call) authenticate() bool {
 // verifyKey checks a non-empty caller key and sets keyID, or answers 401
 // with invalid as the message.
 func (c *call) verifyKey(key []byte, invalid string) bool {
-	id, ok := c.st.keys.Verify(key)
-	if !ok {
-		c.fail(errorf(401, "auth_invalid", invalid))
-		return false
-	}
-	c.keyID = id
-	return true
+	return c.verifyCaller(key, invalid)
 }
 
 var errBodyRead = errors.New("cannot read request body")
@@ -420,6 +416,9 @@ func (c *call) routeModel(group []byte) *upstream.Route {
 }
 
 func (c *call) routeNamed(name, group []byte) *upstream.Route {
+	if !c.allowModel(name) {
+		return nil
+	}
 	m, r, ok := c.st.routeFor(name, c.family, group)
 	if !ok {
 		c.fail(&Error{Status: 404, Reason: "model_unknown", Param: "model", Code: "model_not_found",

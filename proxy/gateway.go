@@ -14,8 +14,10 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/proxy/admin"
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/keys"
 	"github.com/modelgate/gateway/proxy/ratelimit"
 	"github.com/modelgate/gateway/proxy/upstream"
 	"github.com/modelgate/gateway/store"
@@ -28,7 +30,8 @@ type Options struct {
 	// engine (store.Redis, store.LazyRedis) also holds the keys' rate limits, shared by every
 	// gateway on its cluster; otherwise they are kept in memory.
 	Store store.Store
-	// Verifier replaces the config's hashed keys as the identity component.
+	// Verifier replaces the callers' keys (the config's and the store's) as the
+	// identity component.
 	Verifier Verifier
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -57,6 +60,11 @@ type Gateway struct {
 	// bodiesHeld is the request body bytes reserved by calls in flight; see
 	// reserveBody.
 	bodiesHeld atomic.Int64
+	// keys keeps the callers' keys in force; admin serves their API, with
+	// adminTokens; see callerkeys.go.
+	keys        *keys.Syncer
+	admin       *admin.API
+	adminTokens atomic.Pointer[admin.Tokens]
 }
 
 // New builds a gateway for cfg, which must have passed Validate.
@@ -70,6 +78,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.limits = newLimiter(opts.Store, g.now)
 	g.observe()
+	g.setupKeys(opts.Store)
 	if err := g.Reload(cfg); err != nil {
 		return nil, err
 	}
@@ -80,11 +89,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 // Reload swaps in cfg. Requests in flight finish on the config they started
 // with; unchanged deployments keep their connections and health.
 func (g *Gateway) Reload(cfg *config.Config) error {
-	var keys Verifier = NewHashedKeys(cfg.Keys)
-	if g.opts.Verifier != nil {
-		keys = g.opts.Verifier
-	}
-	st, err := buildState(cfg, keys, g.state.Load(), g.now())
+	st, err := buildState(cfg, g.opts.Verifier, g.state.Load(), g.now())
 	if err != nil {
 		return err
 	}
@@ -92,7 +97,8 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		d.SetLogger(g.log)
 	}
 	g.state.Store(st)
-	g.limits.Update(cfg.Keys, cfg.RateLimit)
+	g.adminTokens.Store(admin.NewTokens(cfg.Admin.Tokens))
+	g.keys.SetSeed(cfg.Keys) // and the keys' limits, through keysSwapped
 	return nil
 }
 

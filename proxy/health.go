@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fasthttp/router"
+	"github.com/modelgate/gateway/proxy/admin"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/valyala/fasthttp"
 )
@@ -31,10 +32,15 @@ func (g *Gateway) routeOps(r *router.Router) {
 	}
 }
 
-// AdminHandler serves /metrics, /status, /healthz and /readyz, for an admin
-// listener apart from the client-facing one.
+// AdminHandler serves /metrics, /status, /healthz, /readyz and the keys' API
+// (/admin/v1/keys, see callerkeys.go), for an admin listener apart from the
+// client-facing one.
 func (g *Gateway) AdminHandler() fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
+		if admin.Owns(ctx.Path()) {
+			g.admin.Serve(ctx)
+			return
+		}
 		if !ctx.IsGet() && !ctx.IsHead() {
 			ctx.Response.Header.Set("Allow", "GET, HEAD")
 			ctx.Error("method not allowed\n", fasthttp.StatusMethodNotAllowed)
@@ -42,15 +48,19 @@ func (g *Gateway) AdminHandler() fasthttp.RequestHandler {
 		}
 		switch string(ctx.Path()) {
 		case metricsPath:
-			g.metrics(ctx)
+			if g.adminAllowed(ctx) {
+				g.metrics(ctx)
+			}
 		case statusPath, "/":
-			g.statusPage(ctx)
+			if g.adminAllowed(ctx) {
+				g.statusPage(ctx)
+			}
 		case healthzPath:
 			g.healthz(ctx)
 		case readyzPath:
 			g.readyz(ctx)
 		default:
-			ctx.Error("not found: the admin listener serves /status, /metrics, /healthz and /readyz\n", fasthttp.StatusNotFound)
+			ctx.Error("not found: the admin listener serves /status, /metrics, /healthz, /readyz and /admin/v1/keys\n", fasthttp.StatusNotFound)
 		}
 	}
 }
@@ -63,7 +73,7 @@ func (g *Gateway) NewAdminServer() *fasthttp.Server {
 		ReadTimeout:          30 * time.Second,
 		WriteTimeout:         30 * time.Second,
 		IdleTimeout:          2 * time.Minute,
-		MaxRequestBodySize:   1 << 10,
+		MaxRequestBodySize:   2 * admin.MaxBody, // a larger body of the keys' API is answered 413 by it
 		NoDefaultContentType: true,
 		Logger:               slogPrinter{g.log},
 	}

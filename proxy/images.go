@@ -191,6 +191,9 @@ func (c *call) gammaRoute(name, group []byte) *upstream.Route {
 		c.fail(&Error{Status: 404, Reason: "group_unknown", Message: "unknown group '" + string(group) + "'"})
 		return nil
 	}
+	if !c.allowModel(name) {
+		return nil
+	}
 	m, r, ok := c.st.routeFor(name, family.Gamma, group)
 	var why string
 	switch {

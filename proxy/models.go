@@ -151,7 +151,7 @@ func (g *Gateway) serveModels(ctx *fasthttp.RequestCtx, fam family.Family, pick 
 	if !c.authenticate() || !c.knownGroup() {
 		return
 	}
-	body := pick(c.st)
+	body := c.visibleModels(pick(c.st), fam)
 	if body == nil {
 		c.fail(&Error{Status: 404, Reason: "model_unknown", Code: "model_not_found",
 			Message: "the model '" + modelParam(ctx) + "' does not exist or you do not have access to it"})

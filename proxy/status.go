@@ -67,6 +67,7 @@ type statusView struct {
 	Loaded                        string
 	Window                        string // "" when no rates yet
 	Models, Keys                  int
+	KeySync                       string
 	Deployments                   []depView
 	Ready                         string
 }
@@ -95,7 +96,8 @@ func (g *Gateway) statusView(now time.Time) *statusView {
 	v := &statusView{
 		Now: now.UTC().Format(time.RFC3339), Version: g.opts.Version, Store: g.storeState(&r),
 		ConfigID: st.fingerprint, Loaded: st.loaded.UTC().Format(time.RFC3339),
-		Models: len(st.models), Keys: len(st.cfg.Keys), Ready: string(ready),
+		Models: len(st.models), Keys: g.keys.Load().Len(), Ready: string(ready),
+		KeySync: g.keysStatus(),
 	}
 	deps := make([]*upstream.Deployment, 0, len(st.deps))
 	counts := make(map[string][numClasses]uint64, len(st.deps))
@@ -196,6 +198,7 @@ pre{background:#fff;padding:10px 14px;box-shadow:0 1px 3px #0002;display:inline-
 <tr><td>fingerprint</td><td id="config-id">{{.ConfigID}}</td></tr>
 <tr><td>loaded</td><td>{{.Loaded}}</td></tr>
 <tr><td>models · keys · deployments</td><td>{{.Models}} · {{.Keys}} · {{len .Deployments}}</td></tr>
+<tr><td>keys</td><td>{{.KeySync}}</td></tr>
 <tr><td>store</td><td id="store">{{.Store}}</td></tr></table>
 <table id="deployments"><tr><th>deployment</th><th>family</th><th>health</th><th>in flight</th><th>picks</th><th>session moves</th>
 <th>2xx</th><th>4xx</th><th>5xx</th><th>rate{{if .Window}} ({{.Window}}){{end}}</th><th>5xx rate</th></tr>

@@ -118,6 +118,11 @@ type Pebble struct {
 	tables    string
 	tableOpts sstable.WriterOptions
 	tableSeq  atomic.Uint64
+
+	// keysMu serializes the changes of the callers' keys, so that each raises the version
+	// by one; keysNote is closed and replaced at each change (see WatchKeys).
+	keysMu   sync.Mutex
+	keysNote chan struct{}
 }
 
 var _ Store = (*Pebble)(nil)

@@ -1,6 +1,7 @@
 // Package store owns the gateway's durable records: Responses ownership records (which caller
 // key created a response, through which route model and upstream deployment) and user-data
-// files (metadata and bytes, owned by the uploading key, with an expiry).
+// files (metadata and bytes, owned by the uploading key, with an expiry); and the records of
+// the callers' keys made at runtime, with the version that every node follows (KeyStore).
 //
 // The Store interface is what the proxy uses. Pebble is the embedded engine of one node; Redis
 // is the shared engine on a Redis Cluster that many gateway nodes use at once. The interface

@@ -4,6 +4,7 @@
 //	gateway                          serve the offline demo: no provider, the bundled simulator
 //	gateway check -config FILE       validate a config and exit (also: gateway check FILE)
 //	gateway hash-key [KEY]           print the sha256 form of a key (from stdin when not given)
+//	gateway keys COMMAND [ID]        manage callers' keys through the admin API (docs/keys.md)
 //	gateway -version                 print the version
 package main
 
@@ -63,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return check(args[1:], stdout, stderr)
 		case "hash-key":
 			return hashKey(args[1:], stdout)
+		case "keys":
+			return keysCommand(args[1:], stdout, stderr)
 		case "help":
 			usage(stdout, newFlags(new(flags)))
 			return nil
@@ -71,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return nil
 		default:
 			usage(stderr, newFlags(new(flags)))
-			return usageError{fmt.Sprintf("unknown command %q; the commands are serve, check, hash-key, help and version", args[0])}
+			return usageError{fmt.Sprintf("unknown command %q; the commands are serve, check, hash-key, keys, help and version", args[0])}
 		}
 	}
 	var f flags
@@ -172,6 +175,9 @@ Usage:
                                         and exit (1 when invalid); also: gateway check FILE
   gateway hash-key [KEY]                print the sha256 form of KEY for keys[].sha256 (KEY from
                                         stdin when not given)
+  gateway keys COMMAND [ID] [flags]     manage callers' keys through the admin API: create,
+                                        list, get, update, block, unblock, rotate, delete
+                                        (gateway keys -help; docs/keys.md)
   gateway version, gateway -version     print the version and exit
   gateway help, gateway -help           print this help
 
@@ -291,7 +297,8 @@ func start(gw *proxy.Gateway, st io.Closer, lns []net.Listener, log *slog.Logger
 		go func() { r.served <- r.admin.Serve(gw.AdminListener(lns[1])) }()
 		log.Info("admin listening", "addr", lns[1].Addr().String())
 	}
-	r.stopJanitor = gw.StartJanitor()
+	stopJanitor, stopKeys := gw.StartJanitor(), gw.StartKeys()
+	r.stopJanitor = func() { stopKeys(); stopJanitor() }
 	return r
 }
 

@@ -28,6 +28,8 @@ type Config struct {
 	// RateLimit sets how the keys' rate limits behave when their shared
 	// counters cannot be reached; see docs/rate-limits.md.
 	RateLimit RateLimit `yaml:"rate_limit"`
+	// Admin holds the tokens of the admin API (docs/keys.md).
+	Admin Admin `yaml:"admin"`
 }
 
 // Store selects the durable store: the embedded Pebble of one node, or a Redis Cluster
