@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -112,6 +113,9 @@ type deadlineConn struct {
 	step     func(uintptr) bool
 	pending  *bufio.Writer
 	flushErr error
+	// canceled is set by a Cancel from another goroutine: every read fails
+	// with ErrCanceled from then on (see cancel.go).
+	canceled atomic.Bool
 }
 
 func (c *deadlineConn) Write(p []byte) (int, error) {
@@ -138,7 +142,15 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 	if err := c.armRead(); err != nil {
 		return 0, err
 	}
+	// After armRead: a Cancel sets canceled before it moves the deadline to
+	// the past, so either this sees it, or its deadline replaces armRead's.
+	if c.canceled.Load() {
+		return 0, ErrCanceled
+	}
 	n, err := c.Conn.Read(p)
+	if err != nil && c.canceled.Load() {
+		return n, ErrCanceled
+	}
 	if n > 0 {
 		if c.awaiting {
 			c.answers++

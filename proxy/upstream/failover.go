@@ -52,6 +52,8 @@ func (r *Relay) Classify(err error) RetryReason {
 		switch {
 		case errors.Is(err, ErrAnswerTooLarge):
 			return NoRetry // the deployment answered; another would answer alike
+		case errors.Is(err, ErrCanceled):
+			return NoRetry // the caller left
 		case IsDialError(err):
 			return RetryConnect
 		case errors.Is(err, fasthttp.ErrTimeout) || IsTimeout(err):

@@ -130,6 +130,8 @@ func (r *Relay) Send(dep *Deployment, req *Request, stream bool) error {
 			return ErrAnswerTooLarge // the deployment answered: it is not failing
 		case errors.Is(err, fasthttp.ErrNoFreeConns):
 			return err // busy, not failing
+		case errors.Is(err, ErrCanceled):
+			return err // the caller left, the deployment did not fail
 		}
 		dep.Failed(err)
 	}
