@@ -154,56 +154,91 @@ func awaitClosed(t *testing.T, closed <-chan time.Time, left time.Time) time.Dur
 
 // A client that leaves before the answer's first byte ends the upstream
 // call at once: the upstream sees its connection closed, the call is logged
-// as 499 client_gone, and the deployment has nothing in flight.
+// as 499 client_gone, and the deployment has nothing in flight. The client
+// leaves right after its request (its watch not registered yet), or once
+// the call was watched for a while.
 func TestClientGoneBeforeFirstByte(t *testing.T) {
-	got, closed := make(chan struct{}, 1), make(chan time.Time, 1)
-	e := newGoneEnv(t, "beta", closedAfter("", got, closed)) // never answers
-	conn, err := net.Dial("tcp", e.addr)
-	if err != nil {
-		t.Fatal(err)
+	f := func(name string, registered bool) {
+		t.Run(name, func(t *testing.T) {
+			got, closed := make(chan struct{}, 1), make(chan time.Time, 1)
+			e := newGoneEnv(t, "beta", closedAfter("", got, closed)) // never answers
+			conn, err := net.Dial("tcp", e.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := rawio.Registrations()
+			io.WriteString(conn, rawChat("key-1", "", `{"model":"raw-model","messages":[{"role":"user","content":"x"}]}`))
+			<-got
+			if registered {
+				awaitRegistration(t, before)
+			}
+			left := time.Now()
+			conn.Close()
+			d := awaitClosed(t, closed, left)
+			t.Logf("the upstream saw its connection closed %v after the client left", d)
+			e.awaitIdle(t)
+			e.awaitLog(t, `"status":499`, `"reason":"client_gone"`, `"deployment":"raw"`)
+			if dep := e.gw.state.Load().deps["raw"]; dep.Excluded(time.Now().UnixNano()) {
+				t.Fatal("the client's leaving counted against the deployment")
+			}
+		})
 	}
-	io.WriteString(conn, rawChat("key-1", "", `{"model":"raw-model","messages":[{"role":"user","content":"x"}]}`))
-	<-got
-	left := time.Now()
-	conn.Close()
-	d := awaitClosed(t, closed, left)
-	t.Logf("the upstream saw its connection closed %v after the client left", d)
-	e.awaitIdle(t)
-	e.awaitLog(t, `"status":499`, `"reason":"client_gone"`, `"deployment":"raw"`)
-	if dep := e.gw.state.Load().deps["raw"]; dep.Excluded(time.Now().UnixNano()) {
-		t.Fatal("the client's leaving counted against the deployment")
+	f("at once", false)
+	f("watched", true)
+}
+
+// awaitRegistration waits until a watch was registered after before (see
+// rawio.Registrations): the call's client is watched by the epoll set.
+func awaitRegistration(t *testing.T, before uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for rawio.Registrations() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the call's watch was never registered")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
 // A client that leaves between two events of a stream ends the upstream
 // call at once, and the tokens the stream reported so far are counted.
 func TestClientGoneMidStream(t *testing.T) {
-	got, closed := make(chan struct{}, 1), make(chan time.Time, 1)
-	e := newGoneEnv(t, "alpha", closedAfter(sseHead+sseChunk(alphaStart), got, closed))
-	conn, err := net.Dial("tcp", e.addr)
-	if err != nil {
-		t.Fatal(err)
+	f := func(name string, registered bool) {
+		t.Run(name, func(t *testing.T) {
+			got, closed := make(chan struct{}, 1), make(chan time.Time, 1)
+			e := newGoneEnv(t, "alpha", closedAfter(sseHead+sseChunk(alphaStart), got, closed))
+			conn, err := net.Dial("tcp", e.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.SetDeadline(time.Now().Add(30 * time.Second)) // a safety net
+			before := rawio.Registrations()
+			body := `{"model":"raw-model","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"x"}]}`
+			fmt.Fprintf(conn, "POST /v1/router/alpha/v1/messages HTTP/1.1\r\nHost: gw\r\nX-Api-Key: key-1\r\n"+
+				"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+			r := bufio.NewReader(conn)
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.HasPrefix(line, "data: ") {
+					break // the first event came; the next never does
+				}
+			}
+			if registered {
+				awaitRegistration(t, before)
+			}
+			left := time.Now()
+			conn.Close()
+			d := awaitClosed(t, closed, left)
+			t.Logf("the upstream saw its connection closed %v after the client left", d)
+			e.awaitIdle(t)
+			e.awaitLog(t, `"status":499`, `"reason":"client_gone"`, `"input_tokens":25`, `"stream":true`)
+		})
 	}
-	conn.SetDeadline(time.Now().Add(30 * time.Second)) // a safety net
-	body := `{"model":"raw-model","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"x"}]}`
-	fmt.Fprintf(conn, "POST /v1/router/alpha/v1/messages HTTP/1.1\r\nHost: gw\r\nX-Api-Key: key-1\r\n"+
-		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	r := bufio.NewReader(conn)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasPrefix(line, "data: ") {
-			break // the first event came; the next never does
-		}
-	}
-	left := time.Now()
-	conn.Close()
-	d := awaitClosed(t, closed, left)
-	t.Logf("the upstream saw its connection closed %v after the client left", d)
-	e.awaitIdle(t)
-	e.awaitLog(t, `"status":499`, `"reason":"client_gone"`, `"input_tokens":25`, `"stream":true`)
+	f("at once", false)
+	f("watched", true)
 }
 
 // A request the client pipelines behind a stream, sent while the stream

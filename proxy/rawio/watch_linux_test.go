@@ -137,15 +137,28 @@ func TestWatchClosedConn(t *testing.T) {
 
 // BenchmarkWatch is the cost of a watch that ends before WatchAfter, as most
 // calls' do: Watch and Stop, no system call.
+// The parallel one has every P at it: the watcher's lock is shared.
 func BenchmarkWatch(b *testing.B) {
 	x, _, _ := tcpPair(b)
 	c := make(canceled, 1)
-	var w Watch
-	b.ReportAllocs()
-	for b.Loop() {
-		x.Watch(&w, c)
-		w.Stop()
-	}
+	b.Run("serial", func(b *testing.B) {
+		var w Watch
+		b.ReportAllocs()
+		for b.Loop() {
+			x.Watch(&w, c)
+			w.Stop()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			var w Watch
+			for pb.Next() {
+				x.Watch(&w, c)
+				w.Stop()
+			}
+		})
+	})
 }
 
 // BenchmarkWatchNotice measures how long a registered watch takes to notice
