@@ -15,22 +15,17 @@ func dialLoopback(t testing.TB) *deadlineConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
+	defer ln.Close()
 	d := &dialer{connect: time.Second, firstByte: time.Minute, idle: time.Minute}
 	c, err := d.Dial(ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); peer.Close() })
 	return c.(*deadlineConn)
 }
 
