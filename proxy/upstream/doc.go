@@ -4,7 +4,8 @@
 // deployment for a cooldown) and in-flight counts, the routes that pick a
 // deployment of a model for a session, the connections (read deadlines,
 // TLS, and Cancel, which ends a call's wait from another goroutine), the
-// reading of answers (fasthttp pools the connections and parses headers; the gateway writes requests and reads streamed bodies itself, see
+// reading of answers (fasthttp pools the connections and parses
+// headers; the gateway writes requests and reads streamed bodies itself, see
 // transport.go), and the relay of an answer back to the client: buffered, streamed, or SSE
 // event by event, with the check that a stream reached its family's final
 // event.
