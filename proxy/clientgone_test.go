@@ -71,7 +71,7 @@ func newGoneEnv(t *testing.T, fam string, serve func(c net.Conn, br *bufio.Reade
 	// client's leaving can end the upstream call in time.
 	// One failure would exclude the deployment.
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-keys: [{id: k, key: key-1}]
+keys: [{id: k, key: key-1}, {id: limited, key: key-2, limits: {tokens_per_minute: 20}}]
 upstreams: [{name: raw, family: %s, base_url: "%s", api_key: up}]
 models: [{id: raw-model, upstreams: [raw]}]
 timeouts: {connect: 2s, first_byte: 60s, idle: 60s}
@@ -201,7 +201,9 @@ func awaitRegistration(t *testing.T, before uint64) {
 }
 
 // A client that leaves between two events of a stream ends the upstream
-// call at once, and the tokens the stream reported so far are counted.
+// call at once, and the tokens the stream reported so far are counted and
+// charged: its key's budget of 20 tokens a minute is spent by the 26 of
+// message_start, and its next call is refused.
 func TestClientGoneMidStream(t *testing.T) {
 	f := func(name string, registered bool) {
 		t.Run(name, func(t *testing.T) {
@@ -214,7 +216,7 @@ func TestClientGoneMidStream(t *testing.T) {
 			conn.SetDeadline(time.Now().Add(30 * time.Second)) // a safety net
 			before := rawio.Registrations()
 			body := `{"model":"raw-model","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"x"}]}`
-			fmt.Fprintf(conn, "POST /v1/router/alpha/v1/messages HTTP/1.1\r\nHost: gw\r\nX-Api-Key: key-1\r\n"+
+			fmt.Fprintf(conn, "POST /v1/router/alpha/v1/messages HTTP/1.1\r\nHost: gw\r\nX-Api-Key: key-2\r\n"+
 				"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 			r := bufio.NewReader(conn)
 			for {
@@ -235,6 +237,11 @@ func TestClientGoneMidStream(t *testing.T) {
 			t.Logf("the upstream saw its connection closed %v after the client left", d)
 			e.awaitIdle(t)
 			e.awaitLog(t, `"status":499`, `"reason":"client_gone"`, `"input_tokens":25`, `"stream":true`)
+			status, _, _ := rawDo(t, e.addr, "POST /v1/router/alpha/v1/messages HTTP/1.1\r\nHost: gw\r\nX-Api-Key: key-2\r\n"+
+				"Content-Type: application/json\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+			if status != 429 {
+				t.Fatalf("the next call of the key was answered %d: the tokens were not charged", status)
+			}
 		})
 	}
 	f("at once", false)
@@ -293,4 +300,20 @@ func TestClientPipelinedNotGone(t *testing.T) {
 	if strings.Contains(e.access.String(), "client_gone") {
 		t.Fatalf("a pipelined request was taken for the client's leaving:\n%s", e.access.String())
 	}
+}
+
+// rawDo sends req on a new connection and reads its answer's head.
+func rawDo(t *testing.T, addr, req string) (int, *fasthttp.Response, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second)) // a safety net
+	io.WriteString(c, req)
+	var resp fasthttp.Response
+	resp.SkipBody = true
+	err = resp.Read(bufio.NewReader(c))
+	return resp.StatusCode(), &resp, err
 }
