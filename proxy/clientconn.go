@@ -101,8 +101,9 @@ type clientConn struct {
 	// chunked body's framing included, once bounded (see boundChunked).
 	rawLeft    int64
 	rawBounded bool
-	// writeFailed is set once a write to the client failed: it is gone, or
-	// stopped reading for client_write_idle.
+	// writeFailed is set once a write to the client failed otherwise than by
+	// its idle deadline (the client is gone; one that stopped reading is
+	// not).
 	writeFailed atomic.Bool
 }
 
@@ -206,8 +207,11 @@ func (c *clientConn) write(p []byte) (int, error) {
 		if err == nil {
 			return written, nil
 		}
-		if n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
-			c.writeFailed.Store(true)
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			c.writeFailed.Store(true) // a reset, a broken pipe: the client is gone
+			return written, err
+		}
+		if n == 0 {
 			return written, err
 		}
 		// The client took bytes within the period: slow, not gone.
