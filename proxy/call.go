@@ -18,6 +18,7 @@ import (
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/keys"
 	"github.com/modelgate/gateway/proxy/ratelimit"
+	"github.com/modelgate/gateway/proxy/rawio"
 	"github.com/modelgate/gateway/proxy/upstream"
 	"github.com/modelgate/gateway/store"
 )
@@ -108,6 +109,15 @@ type call struct {
 	up       upstream.Relay
 	attempts int  // sends of the call, a resend included (see try)
 	done     bool // a streamed answer owns the call: Close releases it
+
+	// watch ends the upstream call through cancel when the client leaves
+	// while the call waits on its upstream (see clientConn.watchPeer): from
+	// the first send until the call is released. client is the client's
+	// connection once watched.
+	watch  rawio.Watch
+	cancel upstream.Cancel
+	client *clientConn
+
 	// onStream, when set, sees every chunk relayed (Responses reads the id).
 	onStream func(c *call, p []byte)
 	// onAnswer, when set, sees a buffered answer before it is written; false
@@ -148,6 +158,9 @@ const (
 )
 
 func (c *call) release() {
+	c.watch.Stop() // before anything of the call is reset: no Cancel comes after
+	c.cancel.Reset()
+	c.client = nil
 	c.releaseBody()
 	c.fields.Reset()
 	c.up.Reset()
@@ -178,6 +191,9 @@ func (c *call) release() {
 
 // fail answers e in the call's family shape.
 func (c *call) fail(e *Error) {
+	if e.Status == statusClientGone {
+		c.ctx.SetConnectionClose()
+	}
 	c.status = e.Status
 	c.reason, c.cause = e.Reason, e.Cause
 	c.firstByte = time.Now()
@@ -479,6 +495,8 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 	req := upstream.AcquireRequest()
 	req.Head = c.appendHead(req.Head, dep, path, len(body))
 	req.Body = body
+	req.Cancel = &c.cancel
+	c.watchClient()
 	if c.countsUsage() {
 		c.up.CountUsage()
 	}
@@ -530,6 +548,9 @@ var errRename = errors.New("proxy: cannot put the deployment's model name in the
 // is redacted: fasthttp's text for an answer it could not parse quotes the
 // answer's bytes.
 func upstreamError(err error) *Error {
+	if errors.Is(err, upstream.ErrCanceled) {
+		return errClientGone(err)
+	}
 	if errors.Is(err, fasthttp.ErrNoFreeConns) {
 		return &Error{Status: 503, Reason: "upstream_busy", RetryAfter: 1, Cause: err,
 			Message: "busy: every connection to the upstream provider is in use; retry shortly"}
@@ -545,6 +566,42 @@ func upstreamError(err error) *Error {
 		return &Error{Status: 500, Reason: "rename_error", Message: "the gateway could not prepare the upstream request", Cause: err}
 	}
 	return &Error{Status: 502, Reason: "upstream_error", Message: "the upstream provider failed to answer", Cause: redacted{err}}
+}
+
+// statusClientGone is the status a call that its client left ends with, in
+// the access log and metrics (nginx's and Caddy's 499).
+const statusClientGone = 499
+
+// errClientGone is the end of a call whose client left before its answer:
+// no client reads it.
+func errClientGone(cause error) *Error {
+	return &Error{Status: statusClientGone, Reason: "client_gone", Cause: cause,
+		Message: "the client closed the connection before the answer"}
+}
+
+// watchClient has the client's leaving cancel the upstream call (see
+// clientConn.watchPeer), once per call: every send of a failover shares the
+// watch, which ends when the call is released.
+func (c *call) watchClient() {
+	if c.client != nil {
+		return
+	}
+	if cc, ok := c.ctx.Conn().(*clientConn); ok {
+		c.client = cc
+		cc.watchPeer(&c.watch, &c.cancel)
+	}
+}
+
+// noteClientGone makes the outcome of a call whose client left before its
+// answer was relayed whole a 499, whatever the upstream answered: the watch
+// canceled the upstream call, or a write to the client failed.
+func (c *call) noteClientGone() {
+	if c.client == nil || c.status == statusClientGone {
+		return
+	}
+	if c.cancel.Canceled() || c.client.writeFailed.Load() {
+		c.status, c.reason, c.cause = statusClientGone, "client_gone", nil
+	}
 }
 
 // appendHead appends the head of the upstream request to path on dep with a

@@ -119,6 +119,10 @@ type clientConn struct {
 	rawBounded bool
 	// counted is set while the connection counts in procFDs.clients.
 	counted atomic.Bool
+	// writeFailed is set once a write to the client failed otherwise than by
+	// its idle deadline (the client is gone; one that stopped reading is
+	// not).
+	writeFailed atomic.Bool
 }
 
 // heldCap bounds the bytes a connection holds back: an SSE relay's largest
@@ -218,7 +222,14 @@ func (c *clientConn) write(p []byte) (int, error) {
 		}
 		n, err := c.Conn.Write(p[written:])
 		written += n
-		if err == nil || n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		if err == nil {
+			return written, nil
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			c.writeFailed.Store(true) // a reset, a broken pipe: the client is gone
+			return written, err
+		}
+		if n == 0 {
 			return written, err
 		}
 		// The client took bytes within the period: slow, not gone.
@@ -465,6 +476,27 @@ func (c *clientConn) drainOnly() { c.draining, c.headBytes = true, nil }
 // requestHead returns the first bytes of the request being read, as far as
 // the read that began it holds them.
 func (c *clientConn) requestHead() []byte { return c.head[:c.headN] }
+
+// watchPeer has the client's leaving (its FIN or reset) call
+// gone.Cancel at once while w is on, from now until w.Stop: a call that
+// waits on its upstream, for the answer's head or between two events of a
+// stream, otherwise notices only at its next write to the client, up to
+// timeouts.first_byte or timeouts.idle later, while the provider goes on
+// generating for nobody (nginx's proxy_ignore_client_abort off does the
+// same). See rawio.Watch: the watch costs a call nothing but two short
+// critical sections until it has lasted rawio.WatchAfter; only a longer
+// call has its socket registered with the watcher's epoll. Nothing is
+// watched without rawio (tests over pipes) or outside Linux.
+//
+// Only the end of the client's side counts: a request it pipelined behind
+// this one is not its leaving. w.Stop must come before the connection is
+// closed (the call's release, inside the server's handling of the
+// connection).
+func (c *clientConn) watchPeer(w *rawio.Watch, gone rawio.Canceler) {
+	if c.raw != nil {
+		c.raw.Watch(w, gone)
+	}
+}
 
 // Close sends what is held back, then closes the connection.
 func (c *clientConn) Close() error {

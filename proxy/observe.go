@@ -183,6 +183,7 @@ func (g *Gateway) streamStarted(c *call) {
 // closes a streamed answer. With the access log off it does not allocate once
 // the call's counters exist.
 func (g *Gateway) finish(c *call) {
+	c.noteClientGone()
 	g.settleLimits(c)
 	o := g.obs
 	now := time.Now()

@@ -15,7 +15,11 @@
 // the goroutine on the poller exactly as net.Conn does.
 //
 // It also has a write and the wait for the peer's answer made as one
-// (ReadAfter), without the read in between that would find nothing.
+// (ReadAfter), without the read in between that would find nothing; and it
+// watches a connection's peer for its leaving while nothing reads from the
+// connection (Watch: one watcher goroutine and epoll instance for the
+// process, Linux only), so that a client that goes away ends the upstream
+// call it waits on at once.
 //
 // It does not own the connections: their deadlines, close and addresses stay
 // the *net.TCPConn's. It is used only for *net.TCPConn; anything else (tests

@@ -33,6 +33,9 @@ type answerBody[C conn] struct {
 	left      int64 // of the known length, or of the chunk being read
 	done      bool  // read to its end
 	closeConn bool
+	// cancel, when not nil, has the connection attached until the body
+	// lets it go (see Cancel).
+	cancel *Cancel
 }
 
 // The bounds on a chunk's size line, as fasthttp's own reader has them:
@@ -250,7 +253,7 @@ func (b *answerBody[C]) end() {
 	b.done = true
 	b.releaseReader()
 	b.br = nil
-	if b.closeConn || b.resp.ConnectionClose() {
+	if b.cancel.detach() || b.closeConn || b.resp.ConnectionClose() {
 		b.t.close(b.hc, b.cc)
 	} else {
 		b.t.release(b.hc, b.cc)
@@ -262,10 +265,11 @@ func (b *answerBody[C]) end() {
 func (b *answerBody[C]) Close() error {
 	if !b.done {
 		b.releaseReader()
+		b.cancel.detach()
 		b.t.close(b.hc, b.cc)
 	}
 	var zero C
-	b.hc, b.cc, b.br, b.resp = nil, zero, nil, nil
+	b.hc, b.cc, b.br, b.resp, b.cancel = nil, zero, nil, nil, nil
 	b.t.bodies.Put(b)
 	return nil
 }

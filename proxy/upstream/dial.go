@@ -126,6 +126,9 @@ type deadlineConn struct {
 	flushErr error
 	// counted is set while the connection counts in OpenConns.
 	counted atomic.Bool
+	// canceled is set by a Cancel from another goroutine: every read fails
+	// with ErrCanceled from then on (see cancel.go).
+	canceled atomic.Bool
 }
 
 // writePiece bounds what one write to the connection may carry: the upstream
@@ -193,7 +196,15 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 	if err := c.armRead(); err != nil {
 		return 0, err
 	}
+	// After armRead: a Cancel sets canceled before it moves the deadline to
+	// the past, so either this sees it, or its deadline replaces armRead's.
+	if c.canceled.Load() {
+		return 0, ErrCanceled
+	}
 	n, err := c.Conn.Read(p)
+	if err != nil && c.canceled.Load() {
+		return n, ErrCanceled
+	}
 	if n > 0 {
 		if c.awaiting {
 			c.answers++

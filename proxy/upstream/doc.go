@@ -2,8 +2,9 @@
 // deployments (one provider account each, with its URL, credentials and one
 // pooled fasthttp.HostClient), their health (consecutive failures exclude a
 // deployment for a cooldown) and in-flight counts, the routes that pick a
-// deployment of a model for a session, the connections (read deadlines and
-// TLS), the reading of answers (fasthttp pools the connections and parses
+// deployment of a model for a session, the connections (read deadlines,
+// TLS, and Cancel, which ends a call's wait from another goroutine), the
+// reading of answers (fasthttp pools the connections and parses
 // headers; the gateway writes requests and reads streamed bodies itself, see
 // transport.go), and the relay of an answer back to the client: buffered, streamed, or SSE
 // event by event, with the check that a stream reached its family's final

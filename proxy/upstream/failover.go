@@ -57,6 +57,8 @@ func (r *Relay) Classify(err error) RetryReason {
 		switch {
 		case errors.Is(err, ErrAnswerTooLarge):
 			return NoRetry // the deployment answered; another would answer alike
+		case errors.Is(err, ErrCanceled):
+			return NoRetry // the caller left
 		case Stale(&r.resp):
 			return RetryStale
 		case IsDialError(err):

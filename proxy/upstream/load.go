@@ -105,7 +105,7 @@ func readAnswer(buf []byte, stream io.Reader, size, limit int) ([]byte, error) {
 func (r *Relay) endLoad(err error) {
 	if err != nil {
 		r.resp.SetConnectionClose()
-		if !errors.Is(err, ErrAnswerTooLarge) {
+		if !errors.Is(err, ErrAnswerTooLarge) && !errors.Is(err, ErrCanceled) {
 			r.dep.Failed(err)
 		}
 	}

@@ -125,6 +125,8 @@ func (r *Relay) Send(dep *Deployment, req *Request, stream bool) error {
 			return ErrAnswerTooLarge // the deployment answered: it is not failing
 		case errors.Is(err, fasthttp.ErrNoFreeConns):
 			return err // busy, not failing
+		case errors.Is(err, ErrCanceled):
+			return err // the caller left, the deployment did not fail
 		case Stale(&r.resp):
 			return err // a connection the upstream closed while idle, not failing
 		}

@@ -22,6 +22,9 @@ import (
 type Request struct {
 	Head []byte
 	Body []byte
+	// Cancel, when not nil, can end the call from another goroutine: the
+	// transport attaches the connection it uses to it (see Cancel).
+	Cancel *Cancel
 
 	req fasthttp.Request // what the client is given; see raw
 	raw raw
@@ -65,7 +68,7 @@ func ReleaseRequest(r *Request) {
 	if cap(r.Head) > maxHeldHead {
 		r.Head = nil
 	}
-	r.Head, r.Body, r.head, r.fresh = r.Head[:0], nil, nil, false
+	r.Head, r.Body, r.head, r.fresh, r.Cancel = r.Head[:0], nil, nil, false, nil
 	requests.Put(r)
 }
 

@@ -42,6 +42,11 @@ func (r *Relay) Read(p []byte) (int, error) {
 	switch {
 	case err == nil:
 		return n, nil
+	case err == ErrCanceled:
+		// The client left (see Cancel): nobody reads an error frame, and
+		// the deployment did not fail.
+		r.resp.SetConnectionClose()
+		return n, err
 	case !r.sse:
 		if err != io.EOF {
 			r.dep.Failed(err)

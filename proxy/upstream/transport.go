@@ -60,8 +60,13 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 		return false, err
 	}
 	c := cc.Conn()
+	if !r.Cancel.attach(c) {
+		t.release(hc, cc) // unused
+		return false, ErrCanceled
+	}
 	resp.ParseNetConn(c)
 	if err = writeRequest(hc, c, r); err != nil {
+		r.Cancel.detach()
 		t.close(hc, cc)
 		return false, err
 	}
@@ -75,12 +80,20 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 	case err != nil:
 	case noBody:
 	case resp.StreamBody:
-		t.stream(hc, cc, br, resp, closeConn)
+		t.stream(hc, cc, br, resp, closeConn, r.Cancel)
 		return false, nil
 	default:
 		err = readBody(hc, br, resp)
 	}
 	hc.ReleaseReader(br)
+	if r.Cancel.detach() {
+		// The read failed on the canceled deadline, or the answer came
+		// whole just before it: the connection's deadline is past.
+		closeConn = true
+		if err != nil {
+			err = ErrCanceled // whatever the parser made of it
+		}
+	}
 	if err != nil || closeConn {
 		t.close(hc, cc)
 	} else {
@@ -208,14 +221,14 @@ func (b *answerBody[C]) pinIdle() {
 }
 
 // stream makes resp's body a pooled answerBody over br, which keeps the
-// connection until the body is closed.
-func (t *transport[C]) stream(hc *fasthttp.HostClient, cc C, br *bufio.Reader, resp *fasthttp.Response, closeConn bool) {
+// connection, attached to cancel, until the body is closed.
+func (t *transport[C]) stream(hc *fasthttp.HostClient, cc C, br *bufio.Reader, resp *fasthttp.Response, closeConn bool, cancel *Cancel) {
 	b, _ := t.bodies.Get().(*answerBody[C])
 	if b == nil {
 		b = &answerBody[C]{t: t}
 	}
 	size := resp.Header.ContentLength()
-	b.hc, b.cc, b.br, b.resp, b.closeConn = hc, cc, br, resp, closeConn
+	b.hc, b.cc, b.br, b.resp, b.closeConn, b.cancel = hc, cc, br, resp, closeConn, cancel
 	b.length, b.left, b.done = size, int64(max(size, 0)), false
 	if isEventStream(&resp.Header) {
 		b.shrink(cc.Conn())
