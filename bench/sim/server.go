@@ -26,8 +26,8 @@ type Options struct {
 	FirstEvent   time.Duration // pause between a stream's headers and its first frame
 	// Stamp starts every stream frame with the comment line ": t=<unix ns>\n",
 	// the frame's send time, which SSE clients ignore and a relay passes on.
-	Stamp bool
-	ChatBytes    int           // approximate size of a plain answer's text (default 400)
+	Stamp     bool
+	ChatBytes int // approximate size of a plain answer's text (default 400)
 
 	// NoRecord turns recording off, for benchmarks: Requests then returns nothing.
 	NoRecord bool
