@@ -17,7 +17,8 @@ import (
 type PacedOptions struct {
 	// Streams is the number of streams, all opened at once (default 1,000).
 	Streams int
-	// Events is the number of SSE events each stream must carry.
+	// Events is the number of SSE events each stream must carry (default
+	// the spec's Check.Events).
 	Events int
 	// FirstEvent is the pause the target was asked to make before a
 	// stream's first event; it is subtracted from the time to first event.
@@ -71,7 +72,8 @@ type PacedResult struct {
 	DelayHist *Histogram `json:"delay_hist,omitempty"`
 	// FirstEventAdded is each stream's time from its request to its first
 	// event, less PacedOptions.FirstEvent.
-	FirstEventAdded Summary `json:"first_event_added"`
+	FirstEventAdded     Summary    `json:"first_event_added"`
+	FirstEventAddedHist *Histogram `json:"first_event_added_hist,omitempty"`
 
 	CPU       time.Duration `json:"cpu_ns"`     // the PIDs' CPU time over the run
 	RSSBefore uint64        `json:"rss_before"` // bytes, before the first stream opened
@@ -119,6 +121,9 @@ const delayShards = 32
 // A stream fails when it ends with other than opts.Events events or with an
 // event that carries no stamp.
 func RunPaced(ctx context.Context, spec *Spec, opts PacedOptions) (PacedResult, error) {
+	if opts.Events <= 0 {
+		opts.Events = spec.Check.Events
+	}
 	opts.ensureDefaults()
 	addr, err := hostAddr(spec.URL)
 	if err != nil {
@@ -286,7 +291,7 @@ func (p *pacer) collect(res *PacedResult) {
 	res.Delay, res.DelayHist = all.Summary(), all
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	res.FirstEventAdded = p.first.Summary()
+	res.FirstEventAdded, res.FirstEventAddedHist = p.first.Summary(), p.first
 	res.Errors = appendErrCounts(nil, &p.errs)
 	res.Statuses = appendStatusCounts(nil, &p.statuses)
 }
