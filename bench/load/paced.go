@@ -34,6 +34,10 @@ type PacedOptions struct {
 	Timeout time.Duration
 	// PIDs are the target processes whose CPU and memory are sampled.
 	PIDs []int
+	// RSSBaseline, when set, is the PIDs' RSS before any stream, the base of
+	// the RSS per stream. A process seldom gives memory back: after an
+	// earlier run its RSS before the streams already holds what they need.
+	RSSBaseline uint64
 	// SampleInterval is the sampling period (default 100 ms).
 	SampleInterval time.Duration
 }
@@ -77,20 +81,26 @@ type PacedResult struct {
 
 	CPU       time.Duration `json:"cpu_ns"`     // the PIDs' CPU time over the run
 	RSSBefore uint64        `json:"rss_before"` // bytes, before the first stream opened
-	RSSPeak   uint64        `json:"rss_peak"`   // bytes, the most seen
+	// RSSBaseline is PacedOptions.RSSBaseline, or RSSBefore.
+	RSSBaseline uint64 `json:"rss_baseline"`
+	RSSPeak     uint64 `json:"rss_peak"` // bytes, the most seen
 	// MaxOpen is the most streams seen open at once by the sampler, and
 	// RSSAtMaxOpen the RSS in that sample.
 	MaxOpen      int    `json:"max_open"`
 	RSSAtMaxOpen uint64 `json:"rss_at_max_open"`
 }
 
-// BytesPerStream returns the target's RSS growth per open stream at the
-// sample with the most streams open.
+// BytesPerStream returns the target's RSS growth over RSSBaseline per open
+// stream, at the sample with the most streams open.
 func (r *PacedResult) BytesPerStream() float64 {
-	if r.MaxOpen == 0 || r.RSSAtMaxOpen < r.RSSBefore {
+	base := r.RSSBaseline
+	if base == 0 {
+		base = r.RSSBefore
+	}
+	if r.MaxOpen == 0 || r.RSSAtMaxOpen < base {
 		return 0
 	}
-	return float64(r.RSSAtMaxOpen-r.RSSBefore) / float64(r.MaxOpen)
+	return float64(r.RSSAtMaxOpen-base) / float64(r.MaxOpen)
 }
 
 // CPUPerEvent returns the target's CPU time per event received, in µs.
@@ -143,7 +153,7 @@ func RunPaced(ctx context.Context, spec *Spec, opts PacedOptions) (PacedResult, 
 	for i := range p.delays {
 		p.delays[i].h = NewHistogram()
 	}
-	s := pacedSampler{pids: opts.PIDs, open: &p.streaming}
+	s := pacedSampler{pids: opts.PIDs, open: &p.streaming, baseline: opts.RSSBaseline}
 	if err := s.start(); err != nil {
 		return res, err
 	}
@@ -299,11 +309,12 @@ func (p *pacer) collect(res *PacedResult) {
 // pacedSampler reads the targets' CPU and RSS with the number of streams
 // open, until stopped.
 type pacedSampler struct {
-	pids  []int
-	open  *atomic.Int64
-	first ProcStat
-	done  chan struct{}
-	ended chan struct{}
+	pids     []int
+	open     *atomic.Int64
+	baseline uint64
+	first    ProcStat
+	done     chan struct{}
+	ended    chan struct{}
 
 	mu      sync.Mutex // guards the fields below
 	err     error
@@ -363,6 +374,10 @@ func (s *pacedSampler) stop(res *PacedResult) error {
 	}
 	res.CPU = last.CPU - s.first.CPU
 	res.RSSBefore, res.RSSPeak = s.first.RSS, max(s.peak, last.RSS)
+	res.RSSBaseline = s.baseline
+	if res.RSSBaseline == 0 {
+		res.RSSBaseline = res.RSSBefore
+	}
 	res.MaxOpen, res.RSSAtMaxOpen = s.maxOpen, s.rssAt
 	return nil
 }

@@ -79,3 +79,19 @@ func TestRunPaced(t *testing.T) {
 		t.Fatalf("URL %q", res.URL)
 	}
 }
+
+func TestPacedBytesPerStream(t *testing.T) {
+	r := PacedResult{RSSBefore: 100 << 20, RSSAtMaxOpen: 110 << 20, MaxOpen: 1024}
+	if got := r.BytesPerStream(); got != 10<<10 {
+		t.Fatalf("from RSS before: %v", got)
+	}
+	// A later round: the RSS before holds what the earlier round took.
+	r.RSSBaseline = 90 << 20
+	if got := r.BytesPerStream(); got != 20<<10 {
+		t.Fatalf("from the baseline: %v", got)
+	}
+	r.MaxOpen = 0
+	if got := r.BytesPerStream(); got != 0 {
+		t.Fatalf("none open: %v", got)
+	}
+}

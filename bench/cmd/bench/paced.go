@@ -45,8 +45,13 @@ func (r *runner) paced(ctx context.Context, sc *scenario.Scenario, ready []prepa
 			fileHardLimit(), sizes[len(sizes)-1], lowered)
 	}
 	ready = slices.DeleteFunc(ready, func(p prepared) bool { return !r.pacedProbe(ctx, sc, p) })
-	if len(ready) == 0 {
-		return
+	// Each target's RSS before any of its streams: a process keeps most of
+	// the memory a run took, so the next run's RSS before is no base.
+	base := make([]uint64, len(ready))
+	for i, p := range ready {
+		if st, err := load.ReadProcs(r.d.sampled(p.t)...); err == nil {
+			base[i] = st.RSS
+		}
 	}
 	for _, size := range sizes {
 		for round := range r.o.rounds {
@@ -54,7 +59,8 @@ func (r *runner) paced(ctx context.Context, sc *scenario.Scenario, ready []prepa
 				if ctx.Err() != nil {
 					return
 				}
-				r.pacedRun(ctx, sc, ready[(k+round)%len(ready)], size, round)
+				i := (k + round) % len(ready)
+				r.pacedRun(ctx, sc, ready[i], size, round, base[i])
 			}
 		}
 	}
@@ -78,10 +84,11 @@ func (r *runner) pacedProbe(ctx context.Context, sc *scenario.Scenario, p prepar
 	return true
 }
 
-// pacedRun measures one round of p at size streams.
-func (r *runner) pacedRun(ctx context.Context, sc *scenario.Scenario, p prepared, size, round int) {
+// pacedRun measures one round of p at size streams; baseline is p's RSS
+// before its first streams.
+func (r *runner) pacedRun(ctx context.Context, sc *scenario.Scenario, p prepared, size, round int, baseline uint64) {
 	o := sc.Paced.Options
-	o.Streams, o.PIDs = size, r.d.sampled(p.t)
+	o.Streams, o.PIDs, o.RSSBaseline = size, r.d.sampled(p.t), baseline
 	res, err := load.RunPaced(ctx, p.spec, o)
 	if err != nil {
 		fmt.Fprintf(r.log, "   %-14s %5d streams, round %d: %v\n", p.t.Name, size, round+1, err)

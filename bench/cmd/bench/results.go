@@ -47,8 +47,9 @@ func (r *runner) notes() []string {
 	}
 	notes = append(notes, "Paced streams (llm-streams): at each size, every target in turn opens all its streams at once and reads "+
 		"each to its end, one goroutine per stream in the harness; the sizes are lowered to what the open-files hard limit "+
-		"leaves a proxy, which holds two descriptors per stream. RSS per stream is the target's RSS growth at the sample "+
-		"with the most streams open, over that count; CPU per event is the target's CPU time over the events received; "+
+		"leaves a proxy, which holds two descriptors per stream. RSS per stream is the target's RSS at the sample "+
+		"with the most streams open, less its RSS before its first paced stream of the run (a process keeps most memory it "+
+		"took, so the RSS before a later round is no base), over that count; CPU per event is the target's CPU time over the events received; "+
 		"an event's delay is its read time here less the send stamp the simulator put in it (same clock).")
 	notes = append(notes, "Idle streams: each target is measured once, not in rounds. A simulator notices a closed idle stream "+
 		"only at its next frame, so direct holds its streams at the second simulator process (a copy of the first), "+
