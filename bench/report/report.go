@@ -52,6 +52,9 @@ type Target struct {
 	Rounds  []Round `json:"rounds,omitempty"`
 	// Idle is the idle-stream memory measurement, if the scenario made one.
 	Idle *load.IdleResult `json:"idle,omitempty"`
+	// Paced are the paced-stream runs, every size of every round, if the
+	// scenario made them.
+	Paced []load.PacedResult `json:"paced,omitempty"`
 }
 
 // Round is one measured round of one target.

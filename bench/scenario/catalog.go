@@ -70,6 +70,7 @@ func All(p Params) []Scenario {
 		affinity(closed(Connections)),
 		imageAnswer(closed(8)),
 		upload(p),
+		llmStreams(p),
 		idle(p),
 	}
 }
@@ -189,6 +190,64 @@ func upload(p Params) Scenario {
 		Stateful: true,
 		build:    fixed(r),
 	}
+}
+
+// llmStreams is the edge's load: many long streams at once, each paced as a
+// model answers, every frame stamped by the simulator.
+func llmStreams(p Params) Scenario {
+	r := chatRequest
+	r.body = []byte(chatStream)
+	r.headers = []load.Header{
+		{Name: "x-sim-events", Value: strconv.Itoa(p.PacedEvents)},
+		{Name: "x-sim-first-event", Value: p.PacedFirstEvent.String()},
+		{Name: "x-sim-event-delay", Value: p.PacedEventDelay.String()},
+		{Name: "x-sim-stamp", Value: "1"},
+	}
+	r.check = load.Check{SSE: true}
+	return Scenario{
+		Name: "llm-streams",
+		Description: fmt.Sprintf("Paced chat streams, all open at once (%s): each sends its headers, its first frame after %v, "+
+			"then %d content deltas of about 4 bytes and two more frames %v apart, every frame stamped with its send time. "+
+			"Per target: RSS per open stream, CPU per relayed event, the delay each event gains from the simulator to the client, "+
+			"the time to first event beyond the %v asked for, and failed streams.",
+			sizesText(p.PacedStreams), p.PacedFirstEvent, p.PacedEvents, p.PacedEventDelay, p.PacedFirstEvent),
+		Paced: &Paced{Sizes: p.PacedStreams, Options: load.PacedOptions{
+			FirstEvent: p.PacedFirstEvent, EventDelay: p.PacedEventDelay}},
+		build: func(ctx context.Context, env *Env, t *Target) (*load.Spec, error) {
+			n, err := directEvents(ctx, env, &r)
+			if err != nil {
+				return nil, err
+			}
+			s := r.spec(env, t)
+			s.Check.Events = n
+			return s, nil
+		},
+	}
+}
+
+// sizesText is "2,000, 10,000 and 20,000 streams".
+func sizesText(sizes []int) string {
+	var b []byte
+	for i, n := range sizes {
+		switch {
+		case i == 0:
+		case i == len(sizes)-1:
+			b = append(b, " and "...)
+		default:
+			b = append(b, ", "...)
+		}
+		b = appendThousands(b, n)
+	}
+	return string(b) + " " + plural(sizes[len(sizes)-1], "stream")
+}
+
+// appendThousands appends n with a comma between groups of three digits.
+func appendThousands(b []byte, n int) []byte {
+	if n >= 1000 {
+		b = appendThousands(b, n/1000)
+		return fmt.Appendf(b, ",%03d", n%1000)
+	}
+	return strconv.AppendInt(b, int64(n), 10)
 }
 
 // idle holds streams that sent their first event and then nothing: the second

@@ -98,6 +98,9 @@ type Scenario struct {
 	// Idle, when set, makes this an idle-stream scenario: the targets are
 	// measured by load.HoldIdle with these options, once each, not in rounds.
 	Idle *load.IdleOptions
+	// Paced, when set, makes this a paced-stream scenario: the targets are
+	// measured by load.RunPaced at each of its sizes, in rounds.
+	Paced *Paced
 	// Linger bounds how long an idle stream may stay open at the simulator
 	// after its client closed it: no frame comes before then to reveal the
 	// close. Zero for request scenarios.
@@ -107,6 +110,14 @@ type Scenario struct {
 	Stateful bool
 
 	build func(ctx context.Context, env *Env, t *Target) (*load.Spec, error)
+}
+
+// Paced is the load of a paced-stream scenario.
+type Paced struct {
+	// Sizes are the numbers of concurrent streams measured, smallest first.
+	Sizes []int
+	// Options are RunPaced's, but for Streams (one of Sizes) and PIDs.
+	Options load.PacedOptions
 }
 
 // Prepare returns the request spec of s for target t. It may talk to t (to
@@ -133,7 +144,21 @@ type Params struct {
 	IdleHold time.Duration
 	// OpenRate is the request rate of the open-loop scenario (default 1,000/s).
 	OpenRate float64
+	// PacedStreams are the sizes of the paced-stream scenario (default
+	// DefaultPacedStreams); PacedEvents the content deltas of each stream
+	// (default 100), PacedFirstEvent the pause before its first frame
+	// (default 300 ms) and PacedEventDelay the pause between frames (default
+	// 40 ms): a model's answer.
+	PacedStreams    []int
+	PacedEvents     int
+	PacedFirstEvent time.Duration
+	PacedEventDelay time.Duration
 }
+
+// DefaultPacedStreams are the concurrent streams of the paced-stream
+// scenario: what an edge node holds. A proxy holds two descriptors per
+// stream, so the harness lowers the sizes its open-files limit cannot hold.
+var DefaultPacedStreams = []int{2000, 10000, 20000}
 
 // DefaultIdleStreams is the number of idle streams held. The issue asks for
 // 10,000, but a proxy holds two descriptors per stream and the open-files hard
@@ -156,6 +181,18 @@ func (p *Params) EnsureDefaults() {
 	}
 	if p.OpenRate <= 0 {
 		p.OpenRate = 1000
+	}
+	if len(p.PacedStreams) == 0 {
+		p.PacedStreams = DefaultPacedStreams
+	}
+	if p.PacedEvents <= 0 {
+		p.PacedEvents = 100
+	}
+	if p.PacedFirstEvent <= 0 {
+		p.PacedFirstEvent = 300 * time.Millisecond
+	}
+	if p.PacedEventDelay <= 0 {
+		p.PacedEventDelay = 40 * time.Millisecond
 	}
 }
 

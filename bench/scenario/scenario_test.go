@@ -27,7 +27,8 @@ import (
 )
 
 // testParams keep the scenarios small: the probes send one request each.
-var testParams = Params{Duration: time.Second, Uploads: 2, IdleStreams: 4, IdleHold: 100 * time.Millisecond}
+var testParams = Params{Duration: time.Second, Uploads: 2, IdleStreams: 4, IdleHold: 100 * time.Millisecond,
+	PacedStreams: []int{3}, PacedEvents: 4, PacedFirstEvent: 20 * time.Millisecond, PacedEventDelay: 5 * time.Millisecond}
 
 // deployment is an in-process copy of what the harness runs: four simulator
 // deployments, the gateway in front of them and, where nginx is installed,
@@ -273,6 +274,9 @@ func TestSelect(t *testing.T) {
 			t.Fatalf("duplicate scenario name %s", s.Name)
 		}
 		seen[s.Name] = true
+		if s.Name == "llm-streams" && (s.Paced == nil || len(s.Paced.Sizes) == 0) {
+			t.Fatal("llm-streams has no paced load")
+		}
 		if (s.Idle != nil) != (i == len(all)-1) {
 			t.Fatalf("scenario %s: the idle scenario must be the last one", s.Name)
 		}
@@ -347,5 +351,52 @@ func TestUploadBody(t *testing.T) {
 	}
 	if len(body) > UploadBytes+64<<10 {
 		t.Fatalf("body of %d bytes is over the spec's limit", len(body))
+	}
+}
+
+// TestPacedStreamsRelayStamps runs a few paced streams through every target:
+// each relays every frame with the simulator's stamp, so the delays are
+// measured for every event.
+func TestPacedStreamsRelayStamps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts simulators, a gateway and nginx")
+	}
+	d := startDeployment(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	all, err := Select(All(testParams), []string{"llm-streams"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := all[0]
+	for _, tg := range d.targets {
+		t.Run(tg.Name, func(t *testing.T) {
+			spec, err := sc.Prepare(ctx, &d.env, &tg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := testParams.PacedEvents + 3; spec.Check.Events != want {
+				t.Fatalf("the spec expects %d events, want %d", spec.Check.Events, want)
+			}
+			o := sc.Paced.Options
+			o.Streams = sc.Paced.Sizes[0]
+			res, err := load.RunPaced(ctx, spec, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Completed != o.Streams || res.Delay.Count != int64(o.Streams*spec.Check.Events) {
+				t.Fatalf("%d of %d streams completed (errors %v statuses %v), %d delays measured",
+					res.Completed, o.Streams, res.Errors, res.Statuses, res.Delay.Count)
+			}
+		})
+	}
+}
+
+func TestSizesText(t *testing.T) {
+	if got := sizesText([]int{2000, 10000, 1234567}); got != "2,000, 10,000 and 1,234,567 streams" {
+		t.Fatalf("got %q", got)
+	}
+	if got := sizesText([]int{1}); got != "1 stream" {
+		t.Fatalf("got %q", got)
 	}
 }

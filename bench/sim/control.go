@@ -14,6 +14,8 @@ type control struct {
 	latency    time.Duration
 	events     int
 	eventDelay time.Duration
+	firstEvent time.Duration // after the headers, before the first frame
+	stamp      bool          // each frame starts with a ": t=<unix ns>" comment line
 	imageBytes int
 	fault      Fault
 }
@@ -23,6 +25,8 @@ func (s *Server) readControl(h *fasthttp.RequestHeader, c *control) error {
 	c.latency = s.o.Latency
 	c.events = s.o.StreamEvents
 	c.eventDelay = s.o.EventDelay
+	c.firstEvent = s.o.FirstEvent
+	c.stamp = s.o.Stamp
 	c.imageBytes = 0
 	c.fault = Fault{}
 	s.takeFault(&c.fault)
@@ -39,6 +43,13 @@ func (s *Server) readControl(h *fasthttp.RequestHeader, c *control) error {
 			return err
 		}
 		c.eventDelay = d
+	}
+	if v := h.Peek("x-sim-first-event"); len(v) > 0 {
+		d, err := parseDelay("x-sim-first-event", v)
+		if err != nil {
+			return err
+		}
+		c.firstEvent = d
 	}
 	return s.readCounts(h, c)
 }
@@ -57,6 +68,13 @@ func (s *Server) readCounts(h *fasthttp.RequestHeader, c *control) error {
 			return err
 		}
 		c.imageBytes = n
+	}
+	if v := h.Peek("x-sim-stamp"); len(v) > 0 {
+		n, err := parseCount("x-sim-stamp", v, 0, 1)
+		if err != nil {
+			return err
+		}
+		c.stamp = n == 1
 	}
 	if v := h.Peek("x-sim-fault"); len(v) > 0 {
 		c.fault = Fault{}

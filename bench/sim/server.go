@@ -23,7 +23,11 @@ type Options struct {
 	Latency      time.Duration // added before the answer headers
 	StreamEvents int           // content deltas per stream (default 20)
 	EventDelay   time.Duration // pause before each stream frame but the first
-	ChatBytes    int           // approximate size of a plain answer's text (default 400)
+	FirstEvent   time.Duration // pause between a stream's headers and its first frame
+	// Stamp starts every stream frame with the comment line ": t=<unix ns>\n",
+	// the frame's send time, which SSE clients ignore and a relay passes on.
+	Stamp     bool
+	ChatBytes int // approximate size of a plain answer's text (default 400)
 
 	// NoRecord turns recording off, for benchmarks: Requests then returns nothing.
 	NoRecord bool

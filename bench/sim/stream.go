@@ -22,6 +22,8 @@ type frameSource interface {
 type streamPlan struct {
 	sleep      func(time.Duration) bool // false: stop, the server is closing
 	delay      time.Duration
+	first      time.Duration // after the headers, before frame 0
+	stamp      bool          // each frame starts with a StampPrefix comment line
 	errorAfter int
 	cutAfter   int
 }
@@ -32,8 +34,11 @@ func (s *Server) answerStream(ctx *fasthttp.RequestCtx, src frameSource, c *cont
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
-	plan := streamPlan{sleep: s.sleep, delay: c.eventDelay, errorAfter: c.fault.ErrorAfter, cutAfter: c.fault.CutAfter}
+	plan := streamPlan{sleep: s.sleep, delay: c.eventDelay, first: c.firstEvent, stamp: c.stamp, errorAfter: c.fault.ErrorAfter, cutAfter: c.fault.CutAfter}
 	if plan.cutAfter == 0 {
+		// The headers go out at once, not with the first frame: a model's
+		// answer starts before its first token.
+		ctx.Response.ImmediateHeaderFlush = plan.first > 0
 		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 			writeFrames(w, src, plan)
 		})
@@ -62,15 +67,19 @@ func writeFrames(w *bufio.Writer, src frameSource, plan streamPlan) {
 		if plan.cutAfter > 0 && i == plan.cutAfter {
 			break
 		}
-		if i > 0 && plan.delay > 0 && !plan.sleep(plan.delay) {
+		if !plan.pause(i) {
 			break
+		}
+		buf = buf[:0]
+		if plan.stamp {
+			buf = AppendStamp(buf, time.Now())
 		}
 		var ok bool
 		last := plan.errorAfter > 0 && i == plan.errorAfter
 		if last {
-			buf, ok = src.errorFrame(buf[:0], i), true
+			buf, ok = src.errorFrame(buf, i), true
 		} else {
-			buf, ok = src.frame(buf[:0], i)
+			buf, ok = src.frame(buf, i)
 		}
 		if !ok {
 			break
@@ -80,6 +89,27 @@ func writeFrames(w *bufio.Writer, src frameSource, plan streamPlan) {
 		}
 	}
 	*bp = buf
+}
+
+// pause waits before frame i: the first-event delay before frame 0, the
+// event delay before the others. False: the server is closing.
+func (p *streamPlan) pause(i int) bool {
+	d := p.delay
+	if i == 0 {
+		d = p.first
+	}
+	return d <= 0 || p.sleep(d)
+}
+
+// StampPrefix starts the comment line that opens a stamped frame; the send
+// time in unix nanoseconds and a newline follow it.
+const StampPrefix = ": t="
+
+// AppendStamp appends the stamp line of a frame sent at t to dst.
+func AppendStamp(dst []byte, t time.Time) []byte {
+	dst = append(dst, StampPrefix...)
+	dst = strconv.AppendInt(dst, t.UnixNano(), 10)
+	return append(dst, '\n')
 }
 
 // chunkWriter frames each Write as one HTTP/1.1 chunk.

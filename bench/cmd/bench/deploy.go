@@ -276,8 +276,12 @@ func (d *deployment) targets() []target {
 		n.URL, n.SessionURL, n.pids = d.nginx.URL(), d.nginx.SessionsURL(), d.nginxPIDs
 	}
 	for _, f := range d.floors {
+		only := floorScenarios
+		if slices.Contains(pacedFloors, f.name) {
+			only = append(slices.Clone(only), "llm-streams")
+		}
 		ts = append(ts, target{Target: scenario.Target{Name: f.name, Kind: scenario.Gateway, URL: "http://" + f.addr},
-			pids: []int{f.p.pid()}, only: floorScenarios})
+			pids: []int{f.p.pid()}, only: only})
 	}
 	return append(ts, rg, n)
 }

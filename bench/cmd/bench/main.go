@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +41,11 @@ type options struct {
 	noNginx   bool
 	noRedis   bool
 	noFloors  bool
+
+	pacedStreams    []int
+	pacedEvents     int
+	pacedFirstEvent time.Duration
+	pacedEventDelay time.Duration
 }
 
 func main() {
@@ -65,9 +71,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var err error
 	fs.SetOutput(stderr)
 	var o options
-	var scenarios string
+	var scenarios, pacedStreams string
 	fs.BoolVar(&o.quick, "quick", false, "quick mode: fewer and shorter rounds, for make bench (under 3 minutes)")
 	fs.StringVar(&o.out, "out", "", "directory of README.md, results.json and the plots (default: bench/results of the repository)")
 	fs.StringVar(&scenarios, "scenarios", "", "comma-separated scenario names (default: all)")
@@ -82,8 +89,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.noNginx, "no-nginx", false, "do not run nginx (the reference proxy)")
 	fs.BoolVar(&o.noFloors, "no-floors", false, "do not run the two Go relays of bench/cmd/floor on the chat scenarios\n(never run in quick mode)")
 	fs.BoolVar(&o.noRedis, "no-redis", false, "do not run the gateway on the redis engine (a Redis Cluster on 127.0.0.1:7191-7196)\nbeside the one on pebble in the stateful scenarios")
+	fs.StringVar(&pacedStreams, "paced-streams", "", "comma-separated concurrent streams of llm-streams, each lowered to what the open-files\nlimit allows (default: 200 quick, 2000,10000,20000 full)")
+	fs.IntVar(&o.pacedEvents, "paced-events", 0, "content deltas of each llm-streams stream (default: 20 quick, 100 full)")
+	fs.DurationVar(&o.pacedFirstEvent, "paced-first-event", 0, "pause before each llm-streams stream's first frame (default 300ms)")
+	fs.DurationVar(&o.pacedEventDelay, "paced-event-delay", 0, "pause between the frames of an llm-streams stream (default 40ms)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.pacedStreams, err = parseSizes(pacedStreams); err != nil {
+		return nil, fmt.Errorf("-paced-streams: %w", err)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -124,12 +138,34 @@ func (o *options) ensureDefaults() {
 	if o.idleHold == 0 {
 		o.idleHold = pick(2*time.Second, 10*time.Second)
 	}
+	if o.quick && len(o.pacedStreams) == 0 {
+		o.pacedStreams = []int{200} // thousands of streams are for the full run
+	}
+	if o.quick && o.pacedEvents == 0 {
+		o.pacedEvents = 20
+	}
 	if o.uploads == 0 {
 		o.uploads = 64
 		if o.quick {
 			o.uploads = 16
 		}
 	}
+}
+
+// parseSizes parses a comma-separated list of positive counts; "" is none.
+func parseSizes(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var sizes []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("invalid count %q", f)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
 }
 
 func (o *options) mode() string {

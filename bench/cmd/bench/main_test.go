@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,10 +147,14 @@ func TestTargetMeasures(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"go-relay", "fasthttp-relay"} {
-		if got := strings.Join(measured[name], ","); got != "chat,chat-1conn,chat-stream" {
-			t.Fatalf("%s measured on %s", name, got)
+	for name, want := range map[string]string{"go-relay": "chat,chat-1conn,chat-stream",
+		"fasthttp-relay": "chat,chat-1conn,chat-stream,llm-streams"} {
+		if got := strings.Join(measured[name], ","); got != want {
+			t.Fatalf("%s measured on %s, want %s", name, got, want)
 		}
+	}
+	if !slices.Contains(measured["nginx"], "llm-streams") || !slices.Contains(measured["direct"], "llm-streams") {
+		t.Fatalf("llm-streams not measured on nginx (%v) or direct (%v)", measured["nginx"], measured["direct"])
 	}
 	if len(measured["gateway"]) != len(scs) || len(measured["nginx"]) != len(scs) {
 		t.Fatalf("gateway on %v, nginx on %v", measured["gateway"], measured["nginx"])
@@ -162,15 +167,17 @@ func TestTargetMeasures(t *testing.T) {
 }
 
 // A full run's floor relays start, relay the beta chat scenarios without an
-// error, and are measured on nothing else.
+// error, and are measured on nothing else; fasthttp's relays the paced
+// streams, as the gateway does, every stream complete.
 func TestFloorsRelay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the gateway, the simulators and the floor relays")
 	}
 	out := t.TempDir()
 	var log bytes.Buffer
-	err := run(context.Background(), []string{"-build", "-no-nginx", "-no-redis", "-scenarios", "chat,chat-stream,messages-stream",
-		"-rounds", "1", "-duration", "300ms", "-out", out}, &log, io.Discard)
+	err := run(context.Background(), []string{"-build", "-no-nginx", "-no-redis", "-scenarios", "chat,chat-stream,messages-stream,llm-streams",
+		"-rounds", "1", "-duration", "300ms", "-out", out,
+		"-paced-streams", "20", "-paced-events", "3", "-paced-first-event", "20ms", "-paced-event-delay", "5ms"}, &log, io.Discard)
 	if err != nil {
 		t.Fatalf("%v; log:\n%s", err, log.String())
 	}
@@ -185,6 +192,10 @@ func TestFloorsRelay(t *testing.T) {
 	}
 	seen := make(map[string]bool)
 	for _, sc := range res.Scenarios {
+		if sc.Name == "llm-streams" {
+			checkPaced(t, &sc, log.String())
+			continue
+		}
 		for _, tg := range sc.Targets {
 			if tg.Name != "go-relay" && tg.Name != "fasthttp-relay" {
 				continue
@@ -204,6 +215,68 @@ func TestFloorsRelay(t *testing.T) {
 	}
 	if len(seen) != 4 {
 		t.Fatalf("measured: %v; log:\n%s", seen, log.String())
+	}
+}
+
+// checkPaced checks that the gateway, direct and fasthttp's relay ran the
+// paced streams once each, every stream complete, and go's relay did not.
+func checkPaced(t *testing.T, sc *report.Scenario, log string) {
+	t.Helper()
+	got := map[string]bool{}
+	for _, tg := range sc.Targets {
+		if tg.Name == "nginx" {
+			continue // -no-nginx
+		}
+		if len(tg.Paced) != 1 || tg.Paced[0].Completed != 20 || tg.Paced[0].ErrorCount() != 0 || tg.Paced[0].Delay.Count != 20*6 {
+			t.Fatalf("%s on llm-streams: %+v; log:\n%s", tg.Name, tg.Paced, log)
+		}
+		got[tg.Name] = true
+	}
+	if !got["gateway"] || !got["direct"] || !got["fasthttp-relay"] || got["go-relay"] {
+		t.Fatalf("llm-streams measured on %v", got)
+	}
+}
+
+func TestPacedSizes(t *testing.T) {
+	fit, lowered := pacedSizes([]int{2000, 10000, 20000}, 20000)
+	if !slices.Equal(fit, []int{2000, 9488}) || !slices.Equal(lowered, []int{10000, 20000}) {
+		t.Fatalf("fit %v, lowered %v", fit, lowered)
+	}
+	fit, lowered = pacedSizes([]int{2000, 5000}, 1<<20)
+	if !slices.Equal(fit, []int{2000, 5000}) || lowered != nil {
+		t.Fatalf("fit %v, lowered %v", fit, lowered)
+	}
+}
+
+// Quick mode never asks for thousands of paced streams; the full run asks
+// for the sizes.
+func TestPacedDefaults(t *testing.T) {
+	o, err := parseFlags([]string{"-quick"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := o.params()
+	p.EnsureDefaults()
+	if slices.Max(p.PacedStreams) > 1000 || p.PacedEvents > 20 {
+		t.Fatalf("quick mode runs %v streams of %d events", p.PacedStreams, p.PacedEvents)
+	}
+	o, err = parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = o.params()
+	p.EnsureDefaults()
+	if !slices.Equal(p.PacedStreams, []int{2000, 10000, 20000}) || p.PacedEvents != 100 {
+		t.Fatalf("full mode runs %v streams of %d events", p.PacedStreams, p.PacedEvents)
+	}
+	o, err = parseFlags([]string{"-paced-streams", "2000, 5000"}, io.Discard)
+	if err != nil || !slices.Equal(o.pacedStreams, []int{2000, 5000}) {
+		t.Fatalf("-paced-streams: %v, %v", o, err)
+	}
+	for _, bad := range []string{"0", "x", "10,"} {
+		if _, err := parseFlags([]string{"-paced-streams", bad}, io.Discard); err == nil {
+			t.Fatalf("-paced-streams %q accepted", bad)
+		}
 	}
 }
 

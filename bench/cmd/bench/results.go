@@ -45,12 +45,18 @@ func (r *runner) notes() []string {
 		"The gateway is restarted before each scenario, its store directory kept, so the memory a scenario shows is its own, " +
 			"not what earlier scenarios left in the process.",
 	}
+	notes = append(notes, "Paced streams (llm-streams): at each size, every target in turn opens all its streams at once and reads "+
+		"each to its end, one goroutine per stream in the harness; the sizes are lowered to what the open-files hard limit "+
+		"leaves a proxy, which holds two descriptors per stream. RSS per stream is the target's RSS at the sample "+
+		"with the most streams open, less its RSS before its first paced stream of the run (a process keeps most memory it "+
+		"took, so the RSS before a later round is no base), over that count; CPU per event is the target's CPU time over the events received; "+
+		"an event's delay is its read time here less the send stamp the simulator put in it (same clock).")
 	notes = append(notes, "Idle streams: each target is measured once, not in rounds. A simulator notices a closed idle stream "+
 		"only at its next frame, so direct holds its streams at the second simulator process (a copy of the first), "+
 		"leaving the first, behind the proxies, room under the open-files limit.")
 	if len(r.d.floors) > 0 {
 		notes = append(notes, "go-relay and fasthttp-relay (bench/cmd/floor, in the gateway's place, on the beta chat scenarios: "+
-			strings.Join(floorScenarios, ", ")+") are the least a proxy in Go can do: each relays a call to the first simulator "+
+			strings.Join(floorScenarios, ", ")+"; fasthttp-relay also on llm-streams) are the least a proxy in Go can do: each relays a call to the first simulator "+
 			"with the upstream's key and nothing else (no authentication, peek, routing, usage, metrics or bounds). go-relay "+
 			"reads the request by its Content-Length and sends the upstream's bytes back as they came (a stream chunk by chunk, "+
 			"each burst already read in one write), a goroutine and an upstream connection per client connection; "+

@@ -65,7 +65,9 @@ func runBench(ctx context.Context, o *options, log io.Writer) error {
 
 // params sizes the scenarios by the flags.
 func (o *options) params() scenario.Params {
-	return scenario.Params{Duration: o.duration, Uploads: o.uploads, IdleHold: o.idleHold, OpenRate: o.openRate}
+	return scenario.Params{Duration: o.duration, Uploads: o.uploads, IdleHold: o.idleHold, OpenRate: o.openRate,
+		PacedStreams: o.pacedStreams, PacedEvents: o.pacedEvents,
+		PacedFirstEvent: o.pacedFirstEvent, PacedEventDelay: o.pacedEventDelay}
 }
 
 // runner runs the scenarios of one deployment.
@@ -114,6 +116,10 @@ func (r *runner) scenario(ctx context.Context, sc *scenario.Scenario) report.Sce
 	}
 	if sc.Idle != nil {
 		r.idle(ctx, sc, ready)
+		return out
+	}
+	if sc.Paced != nil {
+		r.paced(ctx, sc, ready)
 		return out
 	}
 	for _, p := range ready {
