@@ -25,6 +25,7 @@ func (c *Config) EnsureDefaults() {
 		c.Health.Failures = 3
 	}
 	setDefault(&c.Health.Cooldown, 10*time.Second)
+	setDefault(&c.Routing.Decay, 10*time.Second)
 	if c.Retry.Attempts == 0 {
 		c.Retry.Attempts = 3
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"strings"
@@ -65,6 +66,7 @@ func (c *Config) validate() problems {
 	p.groups(c.Groups, ups)
 	p.limits(c)
 	p.retry(c.Retry)
+	p.routing(c.Routing)
 	p.rateLimits(c)
 	return p
 }
@@ -251,6 +253,15 @@ func (p *problems) retry(r Retry) {
 	}
 	if r.BudgetMinPerSecond < 0 {
 		p.add("retry.budget_min_per_second", "must not be negative")
+	}
+}
+
+func (p *problems) routing(r Routing) {
+	if d := r.Decay.D(); d < time.Millisecond || d > time.Hour {
+		p.add("routing.decay", "must be between 1ms and 1h")
+	}
+	if b := r.Balance(); b != 0 && (b <= 1 || b > 100 || math.IsNaN(b)) {
+		p.add("routing.balance_factor", "must be above 1 and at most 100, or 0 to keep sessions put whatever the load")
 	}
 }
 

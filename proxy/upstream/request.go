@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -31,6 +32,9 @@ type Request struct {
 	// fresh, set by Relay.Send after Relay.Redial, has the transport write
 	// the request on a connection dialled for it, not on a pooled one.
 	fresh bool
+	// ttfb, set by Relay.Send, takes the time the answer's head took (see
+	// headRead).
+	ttfb *peakEWMA
 }
 
 // raw marks a fasthttp.Request as a Request's: it is that request's body
@@ -65,8 +69,20 @@ func ReleaseRequest(r *Request) {
 	if cap(r.Head) > maxHeldHead {
 		r.Head = nil
 	}
-	r.Head, r.Body, r.head, r.fresh = r.Head[:0], nil, nil, false
+	r.Head, r.Body, r.head, r.fresh, r.ttfb = r.Head[:0], nil, nil, false, nil
 	requests.Put(r)
+}
+
+// headRead records, for routing, the time from sent (monoNow's, once the
+// request was written) to the end of the answer's head, or to the first-byte
+// timeout that err may be: a deployment whose heads time out is as slow as
+// that. Any other failure is the health's to count, not a time.
+func (r *Request) headRead(sent int64, err error) {
+	if r.ttfb == nil || (err != nil && !IsTimeout(err)) {
+		return
+	}
+	now := monoNow()
+	r.ttfb.observe(time.Duration(now-sent), now)
 }
 
 // client returns the request fasthttp's client is given for r.

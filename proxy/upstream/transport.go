@@ -66,7 +66,9 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 		return false, err
 	}
 	br := hc.AcquireReader(c)
+	sent := monoNow()
 	noBody, err := readHead(br, r.headOnly(), resp, r.head)
+	r.headRead(sent, err)
 	if dc, ok := c.(*deadlineConn); ok {
 		dc.headRead(err == nil && !resp.StreamBody) // read whole here, within idle
 	}
