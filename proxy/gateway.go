@@ -84,7 +84,8 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	if g.opts.Verifier != nil {
 		keys = g.opts.Verifier
 	}
-	st, err := buildState(cfg, keys, g.state.Load(), g.now())
+	prev := g.state.Load()
+	st, err := buildState(cfg, keys, prev, g.now())
 	if err != nil {
 		return err
 	}
@@ -93,7 +94,25 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	}
 	g.state.Store(st)
 	g.limits.Update(cfg.Keys, cfg.RateLimit)
+	for _, d := range st.deps {
+		d.StartProbes()
+	}
+	if prev != nil {
+		for name, d := range prev.deps {
+			if st.deps[name] != d {
+				d.StopProbes() // replaced or removed: its probes end with it
+			}
+		}
+	}
 	return nil
+}
+
+// Close stops the gateway's background work, the deployments' health probes;
+// calls under way are not affected. Reload must not be called after.
+func (g *Gateway) Close() {
+	for _, d := range g.state.Load().deps {
+		d.StopProbes()
+	}
 }
 
 // sharedStore is a store on a Redis Cluster (store.Redis, store.LazyRedis):

@@ -131,6 +131,20 @@ type Upstream struct {
 	APIKey  string `yaml:"api_key"`
 	// MaxConns bounds the pooled connections to this deployment (default 512).
 	MaxConns int `yaml:"max_conns"`
+	// HealthCheck probes the deployment in the background; off unless its
+	// path is set.
+	HealthCheck HealthCheck `yaml:"health_check"`
+}
+
+// HealthCheck is a deployment's active health check: a GET of Path (after
+// the base URL's path) with the deployment's credentials every Interval,
+// answered 2xx within Timeout; Failures failed probes in a row exclude the
+// deployment, one that succeeds ends its exclusion. See docs/routing.md.
+type HealthCheck struct {
+	Path     string   `yaml:"path"`     // e.g. /models; empty: no probes
+	Interval Duration `yaml:"interval"` // default 10s
+	Timeout  Duration `yaml:"timeout"`  // default 2s
+	Failures int      `yaml:"failures"` // failed probes in a row that exclude; default 2
 }
 
 // Model is one routable model.

@@ -54,6 +54,13 @@ func (c *Config) EnsureDefaults() {
 		if c.Upstreams[i].MaxConns == 0 {
 			c.Upstreams[i].MaxConns = 512
 		}
+		if hc := &c.Upstreams[i].HealthCheck; hc.Path != "" {
+			setDefault(&hc.Interval, 10*time.Second)
+			setDefault(&hc.Timeout, 2*time.Second)
+			if hc.Failures == 0 {
+				hc.Failures = 2
+			}
+		}
 	}
 	for i := range c.Models {
 		if c.Models[i].OwnedBy == "" {

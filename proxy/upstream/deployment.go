@@ -37,6 +37,11 @@ type Deployment struct {
 	failures atomic.Int32
 	// downUntil is the unix-nano time until which the deployment is excluded.
 	downUntil atomic.Int64
+	// limitedUntil is the end of the last exclusion for a rate limit, which
+	// a health probe does not end early (see ExcludeFor).
+	limitedUntil atomic.Int64
+	// probe is the active health check, nil without one (see StartProbes).
+	probe *prober
 
 	maxFailures int32
 	cooldown    time.Duration
@@ -89,6 +94,7 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 		timeouts:    upstreamTimeouts(t),
 	}
 	d.client = newClient(addr, tlsConfig(isTLS, pu.Hostname()), u.MaxConns, t)
+	d.probe = newProber(d, u.HealthCheck, addr, isTLS, pu.Hostname())
 	if !d.loadsItself() {
 		d.client.MaxResponseBodySize = d.maxAnswer
 	}
