@@ -73,8 +73,9 @@ func ReleaseRequest(r *Request) {
 	requests.Put(r)
 }
 
-// headRead records, for routing, the time from sent (monoNow's, once the
-// request was written) to the end of the answer's head, or to the first-byte
+// headRead records, for routing, the time from sent (monoNow's, as the
+// request's write began: the write may wait for the answer's first byte) to
+// the end of the answer's head, or to the first-byte
 // timeout that err may be: a deployment whose heads time out is as slow as
 // that. Any other failure is the health's to count, not a time.
 func (r *Request) headRead(sent int64, err error) {

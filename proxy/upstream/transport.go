@@ -61,12 +61,12 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 	}
 	c := cc.Conn()
 	resp.ParseNetConn(c)
+	sent := monoNow() // the write may wait for the answer (see flushAwait)
 	if err = writeRequest(hc, c, r); err != nil {
 		t.close(hc, cc)
 		return false, err
 	}
 	br := hc.AcquireReader(c)
-	sent := monoNow()
 	noBody, err := readHead(br, r.headOnly(), resp, r.head)
 	r.headRead(sent, err)
 	if dc, ok := c.(*deadlineConn); ok {
