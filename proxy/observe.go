@@ -367,7 +367,7 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 	for _, d := range deps {
 		b = appendSample(b, "gateway_affinity_picks_total", d, "", int64(d.Stats.Picks()))
 	}
-	b = promtext.AppendMetadata(b, "gateway_affinity_session_moves_total", "counter", "session picks that moved to this deployment because the ring's choice was excluded")
+	b = promtext.AppendMetadata(b, "gateway_affinity_session_moves_total", "counter", "session picks that went to this deployment rather than the ring's first choice: excluded, failed, or at its bound of calls in flight")
 	for _, d := range deps {
 		b = appendSample(b, "gateway_affinity_session_moves_total", d, "", int64(d.Stats.Moves()))
 	}

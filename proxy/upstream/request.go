@@ -75,11 +75,16 @@ func ReleaseRequest(r *Request) {
 
 // headRead records, for routing, the time from sent (monoNow's, as the
 // request's write began: the write may wait for the answer's first byte) to
-// the end of the answer's head, or to the first-byte
+// the end of the answer's head, whose status is status, or to the first-byte
 // timeout that err may be: a deployment whose heads time out is as slow as
-// that. Any other failure is the health's to count, not a time.
-func (r *Request) headRead(sent int64, err error) {
-	if r.ttfb == nil || (err != nil && !IsTimeout(err)) {
+// that. A failure's answer (a 5xx, a 429) or any other error is the
+// health's to count, not a time: a deployment that fails fast must not look
+// fast.
+func (r *Request) headRead(sent int64, status int, err error) {
+	switch {
+	case r.ttfb == nil:
+		return
+	case err != nil && !IsTimeout(err), err == nil && (FailureStatus(status) || status == 429):
 		return
 	}
 	now := monoNow()

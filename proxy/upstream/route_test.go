@@ -2,10 +2,13 @@ package upstream
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/proxy/config"
@@ -218,4 +221,27 @@ func simulateHeavySessions(t *testing.T, deps int, balance float64) (worst float
 		}
 	}
 	return worst, nMoved, heavyMoved
+}
+
+// TestHeadReadSamples: an answer's head is a sample, and so is a timeout;
+// a failure's answer (5xx, 429) and other errors are not: a deployment that
+// fails fast must not look fast.
+func TestHeadReadSamples(t *testing.T) {
+	f := func(status int, err error, want bool) {
+		t.Helper()
+		var e peakEWMA
+		r := &Request{ttfb: &e}
+		r.headRead(monoNow()-int64(time.Millisecond), status, err)
+		if got := e.value(monoNow()) != 0; got != want {
+			t.Errorf("status %d, err %v: sampled %v, want %v", status, err, got, want)
+		}
+	}
+	f(200, nil, true)
+	f(404, nil, true)
+	f(503, nil, false)
+	f(429, nil, false)
+	f(529, nil, false)
+	f(0, fasthttp.ErrTimeout, true)
+	f(0, io.ErrUnexpectedEOF, false)
+	(&Request{}).headRead(0, 200, nil) // no deployment to tell: nothing
 }

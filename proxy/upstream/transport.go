@@ -68,7 +68,7 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 	}
 	br := hc.AcquireReader(c)
 	noBody, err := readHead(br, r.headOnly(), resp, r.head)
-	r.headRead(sent, err)
+	r.headRead(sent, resp.StatusCode(), err)
 	if dc, ok := c.(*deadlineConn); ok {
 		dc.headRead(err == nil && !resp.StreamBody) // read whole here, within idle
 	}
