@@ -72,8 +72,9 @@ func (d *Deployment) StartProbes() {
 	p.once.Do(func() { go d.probeLoop(p) })
 }
 
-// StopProbes ends the deployment's health probes and waits for the one under
-// way, if any; safe to call more than once, and without StartProbes.
+// StopProbes ends the deployment's health probes, waits for the one under
+// way, if any, and closes the probes' connection; safe to call more than
+// once (not at once), and without StartProbes.
 func (d *Deployment) StopProbes() {
 	p := d.probe
 	if p == nil {
@@ -89,6 +90,7 @@ func (d *Deployment) StopProbes() {
 	if started {
 		<-p.done
 	}
+	p.client.CloseIdleConnections()
 }
 
 func (d *Deployment) probeLoop(p *prober) {
