@@ -118,13 +118,24 @@ func (r *Ring) PickHash(keyHash uint64, excluded Set) int {
 // PickLeast does not allocate, but a method value passed as load (u.load) allocates at each
 // call site: pass a long-lived func value built once instead.
 func (r *Ring) PickLeast(rnd uint64, excluded Set, load func(i int) int64) int {
+	a, b := r.PickTwo(rnd, excluded)
+	if b >= 0 && load(b) < load(a) {
+		return b
+	}
+	return a
+}
+
+// PickTwo returns two distinct nodes chosen at random among those not in excluded, for a caller
+// that compares them by a cost of its own: a and -1 when a is the only such node, -1 and -1 when
+// there is none. rnd is as for PickLeast. It does not allocate.
+func (r *Ring) PickTwo(rnd uint64, excluded Set) (a, b int) {
 	free := r.free(excluded)
 	n := free.Len()
 	switch n {
 	case 0:
-		return -1
+		return -1, -1
 	case 1:
-		return free.nth(0)
+		return free.nth(0), -1
 	}
 	rnd = mix(rnd + 0x9e3779b97f4a7c15)
 	ka := reduce(uint32(rnd), n)
@@ -132,11 +143,7 @@ func (r *Ring) PickLeast(rnd uint64, excluded Set, load func(i int) int64) int {
 	if kb >= ka {
 		kb++ // distinct from ka, uniform over the other n-1
 	}
-	a, b := free.nth(ka), free.nth(kb)
-	if load(b) < load(a) {
-		return b
-	}
-	return a
+	return free.nth(ka), free.nth(kb)
 }
 
 // free returns the nodes of r that are not in excluded.

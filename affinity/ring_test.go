@@ -478,3 +478,30 @@ func FuzzPickLeast(f *testing.F) {
 		}
 	})
 }
+
+// TestPickTwo: two distinct nodes outside the excluded set, each drawn about
+// evenly; one node alone gives it and -1, none gives -1, -1.
+func TestPickTwo(t *testing.T) {
+	r := mustNew(t, testNames(5))
+	excluded := Set(0).With(2)
+	var count [5]int
+	for i := range uint64(20000) {
+		a, b := r.PickTwo(i, excluded)
+		if a == b || excluded.Has(a) || excluded.Has(b) || a < 0 || b < 0 {
+			t.Fatalf("rnd %d: %d and %d", i, a, b)
+		}
+		count[a]++
+		count[b]++
+	}
+	for i, n := range count {
+		if i != 2 && (n < 9000 || n > 11000) {
+			t.Fatalf("node %d drawn %d times of 40000 over 4 nodes: %v", i, n, count)
+		}
+	}
+	if a, b := r.PickTwo(1, Set(0b11011)); a != 2 || b != -1 {
+		t.Fatalf("one node left: %d, %d", a, b)
+	}
+	if a, b := r.PickTwo(1, Set(0b11111)); a != -1 || b != -1 {
+		t.Fatalf("none left: %d, %d", a, b)
+	}
+}

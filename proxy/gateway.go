@@ -89,7 +89,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 // Reload swaps in cfg. Requests in flight finish on the config they started
 // with; unchanged deployments keep their connections and health.
 func (g *Gateway) Reload(cfg *config.Config) error {
-	st, err := buildState(cfg, g.opts.Verifier, g.state.Load(), g.now())
+	prev := g.state.Load()
+	st, err := buildState(cfg, g.opts.Verifier, prev, g.now())
 	if err != nil {
 		return err
 	}
@@ -99,7 +100,25 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	g.state.Store(st)
 	g.adminTokens.Store(admin.NewTokens(cfg.Admin.Tokens))
 	g.keys.SetSeed(cfg.Keys) // and the keys' limits, through keysSwapped
+	for _, d := range st.deps {
+		d.StartProbes()
+	}
+	if prev != nil {
+		for name, d := range prev.deps {
+			if st.deps[name] != d {
+				d.StopProbes() // replaced or removed: its probes end with it
+			}
+		}
+	}
 	return nil
+}
+
+// Close stops the gateway's background work, the deployments' health probes;
+// calls under way are not affected. Reload must not be called after.
+func (g *Gateway) Close() {
+	for _, d := range g.state.Load().deps {
+		d.StopProbes()
+	}
 }
 
 // sharedStore is a store on a Redis Cluster (store.Redis, store.LazyRedis):

@@ -373,11 +373,12 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 	for _, d := range deps {
 		b = appendSample(b, "gateway_affinity_picks_total", d, "", int64(d.Stats.Picks()))
 	}
-	b = promtext.AppendMetadata(b, "gateway_affinity_session_moves_total", "counter", "session picks that moved to this deployment because the ring's choice was excluded")
+	b = promtext.AppendMetadata(b, "gateway_affinity_session_moves_total", "counter", "session picks that went to this deployment rather than the ring's first choice: excluded, failed, or at its bound of calls in flight")
 	for _, d := range deps {
 		b = appendSample(b, "gateway_affinity_session_moves_total", d, "", int64(d.Stats.Moves()))
 	}
 	b = appendRetryMetrics(b, deps)
+	b = appendProbeMetrics(b, deps)
 	if s := g.obs.store; s != nil {
 		count, size := s.FileStats()
 		b = promtext.AppendMetadata(b, "gateway_files_stored", "gauge", "user-data files in the store")
@@ -416,6 +417,34 @@ func appendRetryMetrics(b []byte, deps []*upstream.Deployment) []byte {
 		b = appendSample(b, "gateway_upstream_retry_budget_exhausted_total", d, "", int64(d.Stats.BudgetExhausted()))
 	}
 	return b
+}
+
+// appendProbeMetrics appends the health probes of the deployments that have
+// a health check, by result, and each deployment's time to first byte as
+// routing sees it (see upstream.Route).
+func appendProbeMetrics(b []byte, deps []*upstream.Deployment) []byte {
+	b = promtext.AppendMetadata(b, "gateway_upstream_probes_total", "counter", "active health probes of the deployment, by result (ok, failed)")
+	for _, d := range deps {
+		if ok, failed, has := d.Probes(); has {
+			b = appendSample(b, "gateway_upstream_probes_total", d, `,result="ok"`, int64(ok))
+			b = appendSample(b, "gateway_upstream_probes_total", d, `,result="failed"`, int64(failed))
+		}
+	}
+	b = promtext.AppendMetadata(b, "gateway_upstream_first_byte_ewma_seconds", "gauge", "the deployment's peak-EWMA time to first byte that sessionless calls are spread by; 0 before its first answer")
+	for _, d := range deps {
+		b = appendSampleFloat(b, "gateway_upstream_first_byte_ewma_seconds", d, d.FirstByteEWMA().Seconds())
+	}
+	return b
+}
+
+// appendSampleFloat appends `name{deployment="<d.name>"} v`.
+func appendSampleFloat(b []byte, name string, d *upstream.Deployment, v float64) []byte {
+	b = append(b, name...)
+	b = append(b, `{deployment=`...)
+	b = promtext.AppendLabelValue(b, d.Name())
+	b = append(b, "} "...)
+	b = strconv.AppendFloat(b, v, 'g', 6, 64)
+	return append(b, '\n')
 }
 
 // appendSample appends `name{deployment="<d.name>"<more>} v`.

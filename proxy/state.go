@@ -58,12 +58,15 @@ func buildState(cfg *config.Config, keys Verifier, prev *state, now time.Time) (
 		fam, _ := family.Parse(u.Family)
 		if prev != nil {
 			if d, ok := prev.deps[u.Name]; ok && d.Same(u, cfg.Timeouts, cfg.Health, cfg.Limits) {
+				d.SetDecay(cfg.Routing.Decay.D())
 				st.deps[u.Name] = d
 				st.hasFamily[fam] = true
 				continue
 			}
 		}
-		st.deps[u.Name] = upstream.New(u, cfg.Timeouts, cfg.Health, cfg.Limits)
+		d := upstream.New(u, cfg.Timeouts, cfg.Health, cfg.Limits)
+		d.SetDecay(cfg.Routing.Decay.D())
+		st.deps[u.Name] = d
 		st.hasFamily[fam] = true
 	}
 	for _, g := range cfg.Groups {
@@ -144,7 +147,7 @@ func (st *state) routesFor(mc config.Model, members map[string]bool) ([family.Co
 		if len(deps) == 0 {
 			continue
 		}
-		r, err := upstream.NewRoute(deps)
+		r, err := upstream.NewRoute(deps, st.cfg.Routing.Balance())
 		if err != nil {
 			return routes, err
 		}

@@ -78,6 +78,7 @@ type depView struct {
 	Picks, Moves               uint64
 	OK, ClientErr, ServerErr   uint64
 	Rate, ErrRate              string // per second over the window, "" without one
+	Probe                      string // the last health probe, "" without a health check
 }
 
 func (g *Gateway) statusPage(ctx *fasthttp.RequestCtx) {
@@ -125,6 +126,7 @@ func newDepView(d *upstream.Deployment, now time.Time, c [numClasses]uint64, bas
 	if until := d.ExcludedUntil(now.UnixNano()); !until.IsZero() {
 		dv.State, dv.Until = "excluded", until.UTC().Format(time.RFC3339)
 	}
+	dv.Probe = probeText(d)
 	if prev, ok := base.counts[d.Name()]; haveBase && ok {
 		secs := now.Sub(base.at).Seconds()
 		var all, prevAll uint64
@@ -135,6 +137,22 @@ func newDepView(d *upstream.Deployment, now time.Time, c [numClasses]uint64, bas
 		dv.ErrRate = perSecond(c[5]-prev[5], secs)
 	}
 	return dv
+}
+
+// probeText says how the deployment's last health probe went: "ok" or
+// "failed: <cause>" and when, "pending" before the first, "" without a check.
+func probeText(d *upstream.Deployment) string {
+	if _, _, has := d.Probes(); !has {
+		return ""
+	}
+	p := d.LastProbe()
+	switch {
+	case p == nil:
+		return "pending"
+	case p.OK:
+		return "ok at " + p.At.UTC().Format(time.RFC3339)
+	}
+	return "failed (" + p.Cause + ") at " + p.At.UTC().Format(time.RFC3339)
 }
 
 // answerCounts reads a deployment's answers by status class.
@@ -201,12 +219,13 @@ pre{background:#fff;padding:10px 14px;box-shadow:0 1px 3px #0002;display:inline-
 <tr><td>keys</td><td>{{.KeySync}}</td></tr>
 <tr><td>store</td><td id="store">{{.Store}}</td></tr></table>
 <table id="deployments"><tr><th>deployment</th><th>family</th><th>health</th><th>in flight</th><th>picks</th><th>session moves</th>
-<th>2xx</th><th>4xx</th><th>5xx</th><th>rate{{if .Window}} ({{.Window}}){{end}}</th><th>5xx rate</th></tr>
+<th>2xx</th><th>4xx</th><th>5xx</th><th>rate{{if .Window}} ({{.Window}}){{end}}</th><th>5xx rate</th><th>health probe</th></tr>
 {{range .Deployments}}<tr class="dep" data-name="{{.Name}}" data-state="{{.State}}"><td>{{.Name}}</td><td>{{.Family}}</td>
 <td><span class="{{.State}}">{{.State}}</span>{{if .Until}} until {{.Until}}{{end}}</td>
 <td class="num">{{.InFlight}}</td><td class="num">{{.Picks}}</td><td class="num">{{.Moves}}</td>
 <td class="num">{{.OK}}</td><td class="num">{{.ClientErr}}</td><td class="num">{{.ServerErr}}</td>
-<td class="num">{{if .Rate}}{{.Rate}}{{else}}–{{end}}</td><td class="num">{{if .ErrRate}}{{.ErrRate}}{{else}}–{{end}}</td></tr>
+<td class="num">{{if .Rate}}{{.Rate}}{{else}}–{{end}}</td><td class="num">{{if .ErrRate}}{{.ErrRate}}{{else}}–{{end}}</td>
+<td class="probe">{{if .Probe}}{{.Probe}}{{else}}–{{end}}</td></tr>
 {{end}}</table>
 <h2 style="font-size:17px">Readiness</h2>
 <pre id="ready">{{.Ready}}</pre>

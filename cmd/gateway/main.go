@@ -314,6 +314,7 @@ func (r *running) wait(sigs <-chan os.Signal, o serveOptions) error {
 				r.admin.Shutdown()
 			}
 			r.stopJanitor()
+			r.gw.Close()
 			r.st.Close()
 			return err
 		case sig := <-sigs:
@@ -325,6 +326,7 @@ func (r *running) wait(sigs <-chan os.Signal, o serveOptions) error {
 			r.gw.Drain()
 			err := shutdown(r.srv, r.admin, o.grace, log)
 			r.stopJanitor()
+			r.gw.Close()
 			if cerr := r.st.Close(); cerr != nil {
 				log.Error("cannot close store", "err", cerr)
 			}

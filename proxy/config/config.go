@@ -21,6 +21,7 @@ type Config struct {
 	Groups    []Group    `yaml:"groups"`
 	Timeouts  Timeouts   `yaml:"timeouts"`
 	Health    Health     `yaml:"health"`
+	Routing   Routing    `yaml:"routing"`
 	Retry     Retry      `yaml:"retry"`
 	Limits    Limits     `yaml:"limits"`
 	Responses Responses  `yaml:"responses"`
@@ -132,6 +133,20 @@ type Upstream struct {
 	APIKey  string `yaml:"api_key"`
 	// MaxConns bounds the pooled connections to this deployment (default 512).
 	MaxConns int `yaml:"max_conns"`
+	// HealthCheck probes the deployment in the background; off unless its
+	// path is set.
+	HealthCheck HealthCheck `yaml:"health_check"`
+}
+
+// HealthCheck is a deployment's active health check: a GET of Path (after
+// the base URL's path) with the deployment's credentials every Interval,
+// answered 2xx within Timeout; Failures failed probes in a row exclude the
+// deployment, one that succeeds ends its exclusion. See docs/routing.md.
+type HealthCheck struct {
+	Path     string   `yaml:"path"`     // e.g. /models; empty: no probes
+	Interval Duration `yaml:"interval"` // default 10s
+	Timeout  Duration `yaml:"timeout"`  // default 2s
+	Failures int      `yaml:"failures"` // failed probes in a row that exclude; default 2
 }
 
 // Model is one routable model.
@@ -200,6 +215,26 @@ type Timeouts struct {
 type Health struct {
 	Failures int      `yaml:"failures"` // consecutive failures that exclude; default 3
 	Cooldown Duration `yaml:"cooldown"` // how long it stays excluded; default 10s
+}
+
+// Routing sets how a deployment is chosen; see docs/routing.md.
+type Routing struct {
+	// Decay is the decay constant of each deployment's peak-EWMA time to
+	// first byte, by which calls without a session are spread; default 10s.
+	Decay Duration `yaml:"decay"`
+	// BalanceFactor bounds the calls in flight of a session's deployment to
+	// this many times the model's average before its sessions move to their
+	// next choice; above 1, or 0 to keep sessions put whatever the load;
+	// default 1.25.
+	BalanceFactor *float64 `yaml:"balance_factor"`
+}
+
+// Balance is the balance factor, 1.25 when not set.
+func (r Routing) Balance() float64 {
+	if r.BalanceFactor == nil {
+		return 1.25
+	}
+	return *r.BalanceFactor
 }
 
 // Retry sets failover: how many deployments a call may try before the first

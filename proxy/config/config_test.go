@@ -228,6 +228,32 @@ func TestConfigValidationNamesField(t *testing.T) {
 	f("no api_key", base(okKeys, "  - {name: u1, family: beta, base_url: \"http://h/v1\"}\n", okModels), "upstreams[0].api_key")
 	f("empty api_key", base(okKeys, "  - {name: u1, family: beta, base_url: \"http://h/v1\", api_key: \"\"}\n", okModels), "upstreams[0].api_key")
 	f("bad expiry default", base(okKeys, okUps, okModels)+"files: {default_expires_in: 10m}\n", "files.default_expires_in")
+	f("health check without path", base(okKeys, "  - {name: u1, family: beta, base_url: \"http://h/v1\", api_key: k, health_check: {interval: 1s}}\n", okModels), "upstreams[0].health_check.path")
+	f("health check bad path", base(okKeys, "  - {name: u1, family: beta, base_url: \"http://h/v1\", api_key: k, health_check: {path: models}}\n", okModels), "upstreams[0].health_check.path")
+	f("health check timeout above interval", base(okKeys, "  - {name: u1, family: beta, base_url: \"http://h/v1\", api_key: k, health_check: {path: /models, interval: 1s, timeout: 2s}}\n", okModels), "upstreams[0].health_check.timeout")
+	f("decay too short", base(okKeys, okUps, okModels)+"routing: {decay: 10us}\n", "routing.decay")
+	f("balance factor 1", base(okKeys, okUps, okModels)+"routing: {balance_factor: 1}\n", "routing.balance_factor")
+	f("balance factor below 1", base(okKeys, okUps, okModels)+"routing: {balance_factor: 0.5}\n", "routing.balance_factor")
+	f("balance factor not a number", base(okKeys, okUps, okModels)+"routing: {balance_factor: high}\n", "routing.balance_factor: expected a number")
+}
+
+// TestRoutingDefaults: the decay and the balance factor have defaults, and a
+// balance factor of 0 turns the bound off rather than meaning the default.
+func TestRoutingDefaults(t *testing.T) {
+	const yaml = "keys: [{id: a, key: k}]\nupstreams: [{name: u1, family: beta, base_url: \"http://h/v1\", api_key: k}]\nmodels: [{id: m, upstreams: [u1]}]\n"
+	f := func(extra string, decay time.Duration, balance float64) {
+		t.Helper()
+		c, err := Parse([]byte(yaml+extra), env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Routing.Decay.D() != decay || c.Routing.Balance() != balance {
+			t.Fatalf("%q: decay %v, balance %v; want %v, %v", extra, c.Routing.Decay.D(), c.Routing.Balance(), decay, balance)
+		}
+	}
+	f("", 10*time.Second, 1.25)
+	f("routing: {decay: 2s, balance_factor: 2}\n", 2*time.Second, 2)
+	f("routing: {balance_factor: 0}\n", 10*time.Second, 0)
 }
 
 // TestConfigShapeErrors: a value of the wrong kind or an unknown field is named by its

@@ -25,6 +25,7 @@ func (c *Config) EnsureDefaults() {
 		c.Health.Failures = 3
 	}
 	setDefault(&c.Health.Cooldown, 10*time.Second)
+	setDefault(&c.Routing.Decay, 10*time.Second)
 	if c.Retry.Attempts == 0 {
 		c.Retry.Attempts = 3
 	}
@@ -52,6 +53,13 @@ func (c *Config) EnsureDefaults() {
 	for i := range c.Upstreams {
 		if c.Upstreams[i].MaxConns == 0 {
 			c.Upstreams[i].MaxConns = 512
+		}
+		if hc := &c.Upstreams[i].HealthCheck; hc.Path != "" {
+			setDefault(&hc.Interval, 10*time.Second)
+			setDefault(&hc.Timeout, 2*time.Second)
+			if hc.Failures == 0 {
+				hc.Failures = 2
+			}
 		}
 	}
 	for i := range c.Models {

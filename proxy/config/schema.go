@@ -80,7 +80,7 @@ func (p *problems) mapping(n *yaml.Node, path string, t reflect.Type) {
 	}
 }
 
-// scalar checks a string, integer or boolean value.
+// scalar checks a string, integer, number or boolean value.
 func (p *problems) scalar(n *yaml.Node, path string, k reflect.Kind) {
 	tag := n.ShortTag()
 	switch {
@@ -90,6 +90,8 @@ func (p *problems) scalar(n *yaml.Node, path string, k reflect.Kind) {
 		p.add(path, "expected true or false, not %s (line %d)", describe(n), n.Line)
 	case (k == reflect.Int || k == reflect.Int64) && tag != "!!int":
 		p.add(path, "expected an integer, not %s (line %d)", describe(n), n.Line)
+	case k == reflect.Float64 && tag != "!!float" && tag != "!!int":
+		p.add(path, "expected a number such as 1.25, not %s (line %d)", describe(n), n.Line)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"strings"
@@ -65,6 +66,7 @@ func (c *Config) validate() problems {
 	p.groups(c.Groups, ups)
 	p.limits(c)
 	p.retry(c.Retry)
+	p.routing(c.Routing)
 	p.rateLimits(c)
 	p.admin(c)
 	return p
@@ -120,6 +122,7 @@ func (p *problems) upstreams(ups []Upstream) map[string]family.Family {
 		if u.MaxConns < 0 {
 			p.add(f+".max_conns", "must be positive")
 		}
+		p.healthCheck(f+".health_check", u.HealthCheck)
 		if strings.TrimSpace(u.APIKey) == "" {
 			p.add(f+".api_key", "required: the deployment's provider key, e.g. api_key: \"${%s_KEY}\"", envName(u.Name))
 		}
@@ -252,6 +255,36 @@ func (p *problems) retry(r Retry) {
 	}
 	if r.BudgetMinPerSecond < 0 {
 		p.add("retry.budget_min_per_second", "must not be negative")
+	}
+}
+
+func (p *problems) healthCheck(f string, hc HealthCheck) {
+	if hc.Path == "" {
+		if hc != (HealthCheck{}) {
+			p.add(f+".path", "required when health_check is set, e.g. /models")
+		}
+		return
+	}
+	if !strings.HasPrefix(hc.Path, "/") || strings.ContainsAny(hc.Path, " \r\n\t#") {
+		p.add(f+".path", "must be a path beginning with /, such as /models, not %q", hc.Path)
+	}
+	if d := hc.Interval.D(); d < 10*time.Millisecond {
+		p.add(f+".interval", "must be at least 10ms")
+	}
+	if d := hc.Timeout.D(); d <= 0 || d > hc.Interval.D() {
+		p.add(f+".timeout", "must be above 0 and at most the interval")
+	}
+	if hc.Failures < 1 {
+		p.add(f+".failures", "must be at least 1")
+	}
+}
+
+func (p *problems) routing(r Routing) {
+	if d := r.Decay.D(); d < time.Millisecond || d > time.Hour {
+		p.add("routing.decay", "must be between 1ms and 1h")
+	}
+	if b := r.Balance(); b != 0 && (b <= 1 || b > 100 || math.IsNaN(b)) {
+		p.add("routing.balance_factor", "must be above 1 and at most 100, or 0 to keep sessions put whatever the load")
 	}
 }
 

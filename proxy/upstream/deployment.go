@@ -32,9 +32,16 @@ type Deployment struct {
 	cfg        config.Upstream
 
 	inflight atomic.Int64
+	// ttfb is the time to first byte, decayed (see Route.chooseCheaper).
+	ttfb     peakEWMA
 	failures atomic.Int32
 	// downUntil is the unix-nano time until which the deployment is excluded.
 	downUntil atomic.Int64
+	// limitedUntil is the end of the last exclusion for a rate limit, which
+	// a health probe does not end early (see ExcludeFor).
+	limitedUntil atomic.Int64
+	// probe is the active health check, nil without one (see StartProbes).
+	probe *prober
 
 	maxFailures int32
 	cooldown    time.Duration
@@ -87,6 +94,7 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 		timeouts:    upstreamTimeouts(t),
 	}
 	d.client = newClient(addr, tlsConfig(isTLS, pu.Hostname()), u.MaxConns, t, &d.Stats)
+	d.probe = newProber(d, u.HealthCheck, addr, isTLS, pu.Hostname())
 	if !d.loadsItself() {
 		d.client.MaxResponseBodySize = d.maxAnswer
 	}
@@ -162,6 +170,15 @@ func (d *Deployment) Family() family.Family { return d.family }
 
 // InFlight is the number of upstream calls under way.
 func (d *Deployment) InFlight() int64 { return d.inflight.Load() }
+
+// SetDecay sets the decay constant of the deployment's time to first byte
+// (config routing.decay); 0 is DefaultDecay. Safe to call while the
+// deployment serves: a reload that keeps the deployment sets it anew.
+func (d *Deployment) SetDecay(tau time.Duration) { d.ttfb.tau.Store(int64(tau)) }
+
+// FirstByteEWMA is the deployment's time to first byte as routing sees it
+// now: the peak-EWMA of its answers' heads, decayed; 0 before the first.
+func (d *Deployment) FirstByteEWMA() time.Duration { return time.Duration(d.ttfb.value(monoNow())) }
 
 // Addr is the host:port the deployment's connections go to.
 func (d *Deployment) Addr() string { return d.client.Addr }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -78,7 +79,7 @@ func (d *Deployment) SetLogger(l *slog.Logger) { d.log.Store(l) }
 
 // logHealth logs one health change, at most once per LogEvery per kind. The
 // line names the deployment, never its key or URL.
-func (d *Deployment) logHealth(last *throttle, msg string, cause error) {
+func (d *Deployment) logHealth(last *throttle, msg string, cause error, extra ...any) {
 	l := d.log.Load()
 	if l == nil {
 		return
@@ -88,8 +89,12 @@ func (d *Deployment) logHealth(last *throttle, msg string, cause error) {
 		return
 	}
 	attrs := []any{"deployment", d.name, "family", d.family.String()}
+	if cause != nil && len(extra) == 0 {
+		attrs = append(attrs, "failures", d.maxFailures)
+	}
+	attrs = append(attrs, extra...)
 	if cause != nil {
-		attrs = append(attrs, "failures", d.maxFailures, "cooldown", d.cooldown.String(), "cause", causeText(cause))
+		attrs = append(attrs, "cooldown", d.cooldown.String(), "cause", causeText(cause))
 	}
 	if skipped > 0 {
 		attrs = append(attrs, "unlogged_before", skipped)
@@ -126,11 +131,19 @@ func (d *Deployment) ExcludedUntil(now int64) time.Time {
 
 // ExcludeFor excludes the deployment for d from now, unless an exclusion
 // already runs longer: a rate-limited deployment is routed around at once.
+// A health probe that succeeds does not end this exclusion early: the
+// provider said when to come back.
 func (d *Deployment) ExcludeFor(dur time.Duration) {
 	until := time.Now().Add(dur).UnixNano()
+	raise(&d.limitedUntil, until)
+	raise(&d.downUntil, until)
+}
+
+// raise sets v to until unless it already holds a later time.
+func raise(v *atomic.Int64, until int64) {
 	for {
-		cur := d.downUntil.Load()
-		if cur >= until || d.downUntil.CompareAndSwap(cur, until) {
+		cur := v.Load()
+		if cur >= until || v.CompareAndSwap(cur, until) {
 			return
 		}
 	}

@@ -108,6 +108,7 @@ func (r *Relay) Send(dep *Deployment, req *Request, stream bool) error {
 	dep.Budget.called(time.Now().Unix())
 	r.resp.Reset()     // no earlier call's connection is read by Stale
 	req.head = &r.head // readAnswerHead forgets an earlier call's head
+	req.ttfb = &dep.ttfb
 	req.fresh, r.redial = r.redial, false
 	r.resp.StreamBody = stream || dep.loadsItself()
 	err := dep.client.Do(req.client(), &r.resp)

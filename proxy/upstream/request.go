@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -34,6 +35,9 @@ type Request struct {
 	// fresh, set by Relay.Send after Relay.Redial, has the transport write
 	// the request on a connection dialled for it, not on a pooled one.
 	fresh bool
+	// ttfb, set by Relay.Send, takes the time the answer's head took (see
+	// headRead).
+	ttfb *peakEWMA
 }
 
 // raw marks a fasthttp.Request as a Request's: it is that request's body
@@ -68,8 +72,26 @@ func ReleaseRequest(r *Request) {
 	if cap(r.Head) > maxHeldHead {
 		r.Head = nil
 	}
-	r.Head, r.Body, r.head, r.fresh, r.Cancel = r.Head[:0], nil, nil, false, nil
+	r.Head, r.Body, r.head, r.fresh, r.Cancel, r.ttfb = r.Head[:0], nil, nil, false, nil, nil
 	requests.Put(r)
+}
+
+// headRead records, for routing, the time from sent (monoNow's, as the
+// request's write began: the write may wait for the answer's first byte) to
+// the end of the answer's head, whose status is status, or to the first-byte
+// timeout that err may be: a deployment whose heads time out is as slow as
+// that. A failure's answer (a 5xx, a 429) or any other error is the
+// health's to count, not a time: a deployment that fails fast must not look
+// fast.
+func (r *Request) headRead(sent int64, status int, err error) {
+	switch {
+	case r.ttfb == nil:
+		return
+	case err != nil && !IsTimeout(err), err == nil && (FailureStatus(status) || status == 429):
+		return
+	}
+	now := monoNow()
+	r.ttfb.observe(time.Duration(now-sent), now)
 }
 
 // client returns the request fasthttp's client is given for r.

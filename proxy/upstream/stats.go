@@ -15,7 +15,8 @@ import (
 type Stats struct {
 	picks atomic.Uint64
 	// moves counts the picks with a session key that did not go to the key's
-	// first choice, because that one was excluded or had failed.
+	// first choice, because that one was excluded, had failed or was
+	// at its bound of calls in flight.
 	moves atomic.Uint64
 	// attempts counts the calls sent (a call sent again counts again);
 	// retries the calls that left the deployment (or went again to it) by

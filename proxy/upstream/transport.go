@@ -65,6 +65,7 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 		return false, ErrCanceled
 	}
 	resp.ParseNetConn(c)
+	sent := monoNow() // the write may wait for the answer (see flushAwait)
 	if err = writeRequest(hc, c, r); err != nil {
 		r.Cancel.detach()
 		t.close(hc, cc)
@@ -72,6 +73,7 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 	}
 	br := hc.AcquireReader(c)
 	noBody, err := readHead(br, r.headOnly(), resp, r.head)
+	r.headRead(sent, resp.StatusCode(), err)
 	if dc, ok := c.(*deadlineConn); ok {
 		dc.headRead(err == nil && !resp.StreamBody) // read whole here, within idle
 	}
