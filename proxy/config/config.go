@@ -28,6 +28,11 @@ type Config struct {
 	// RateLimit sets how the keys' rate limits behave when their shared
 	// counters cannot be reached; see docs/rate-limits.md.
 	RateLimit RateLimit `yaml:"rate_limit"`
+	// ListenTLS is the host:port of the client listener that speaks TLS, set
+	// by TLS; empty: none. Listen may then be off (ListenOff).
+	ListenTLS string `yaml:"listen_tls"`
+	// TLS is the TLS of ListenTLS.
+	TLS *ListenerTLS `yaml:"tls"`
 }
 
 // Store selects the durable store: the embedded Pebble of one node, or a Redis Cluster
@@ -130,6 +135,9 @@ type Upstream struct {
 	APIKey  string `yaml:"api_key"`
 	// MaxConns bounds the pooled connections to this deployment (default 512).
 	MaxConns int `yaml:"max_conns"`
+	// TLS sets a private CA, server name and client certificate for an https
+	// base URL; zero: the system's roots, no client certificate.
+	TLS UpstreamTLS `yaml:"tls"`
 }
 
 // Model is one routable model.

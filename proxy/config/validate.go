@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -56,9 +55,7 @@ func (c *Config) Validate() error { return c.validate().err() }
 func (c *Config) validate() problems {
 	var p problems
 	p.store(&c.Store)
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		p.add("listen", "expected host:port such as 127.0.0.1:8080, not %q", c.Listen)
-	}
+	p.listeners(c)
 	p.keys(c.Keys)
 	ups := p.upstreams(c.Upstreams)
 	p.models(c.Models, ups)
@@ -116,6 +113,7 @@ func (p *problems) upstreams(ups []Upstream) map[string]family.Family {
 		if err := checkBaseURL(u.BaseURL); err != nil {
 			p.add(f+".base_url", "%v", err)
 		}
+		p.upstreamTLS(f, u.TLS, u.BaseURL)
 		if u.MaxConns < 0 {
 			p.add(f+".max_conns", "must be positive")
 		}
