@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,9 +32,10 @@ type tlsEnv struct {
 	certFile, keyFile string
 }
 
-func newTLSEnv(t *testing.T, first *testca.Leaf, ca *testca.CA, extraTLS string) *tlsEnv {
+func newTLSEnv(t *testing.T, first *testca.Leaf, ca *testca.CA, extraTLS string, extraKeys ...string) *tlsEnv {
 	t.Helper()
 	e := &tlsEnv{env: newEnv(t), ca: ca}
+	e.writeConfig("", extraKeys...)
 	e.certFile, e.keyFile = filepath.Join(e.dir, "edge.pem"), filepath.Join(e.dir, "edge-key.pem")
 	first.Install(t, e.certFile, e.keyFile)
 	f, err := os.OpenFile(e.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
@@ -240,5 +244,56 @@ func TestTLSListenOffClientAuth(t *testing.T) {
 	}
 	if err := chatOverTLS(sdkOverTLS(base, tlsClient(ca.Pool(), true, clients.Client(t, "svc").TLS)), true); err != nil {
 		t.Fatalf("a client with a certificate of the client CA: %v", err)
+	}
+}
+
+// With client_auth require, a client certificate that a key's client_cert
+// names stands for that key when the call carries none: by common name or
+// by public key. The call is that key's (the access log's key_id); a
+// certificate no key names is answered 401 in the family's shape; a key
+// sent beside a certificate wins.
+func TestTLSClientCertStandsForKey(t *testing.T) {
+	ca, clients := testca.New(t, "edge"), testca.New(t, "clients")
+	byCN, byKey, nobody := clients.Client(t, "svc-a"), clients.Client(t, "renamed-b"), clients.Client(t, "nobody")
+	spki := sha256.Sum256(byKey.Cert.RawSubjectPublicKeyInfo)
+	e := newTLSEnv(t, ca.Server(t, 90*24*time.Hour), ca, fmt.Sprintf(", client_auth: require, client_ca_file: %q", clients.CertFile),
+		"  - {id: svc-a, client_cert: {subject_cn: svc-a}}\n",
+		"  - {id: svc-b, client_cert: {spki_sha256: "+strings.ToUpper(hex.EncodeToString(spki[:]))+"}}\n")
+	g := e.start()
+	base := tlsBase(t, g)
+	call := func(leaf *testca.Leaf, path, key, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := tlsClient(ca.Pool(), false, leaf.TLS).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const chat = `{"model":"old-model","messages":[{"role":"user","content":"hi"}]}`
+	const messages = `{"model":"old-model","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`
+	f := func(leaf *testca.Leaf, path, key, body, wantKey string) {
+		t.Helper()
+		status, out := call(leaf, path, key, body)
+		if status != 200 {
+			t.Fatalf("%s as %s: %d %s", path, leaf.Cert.Subject.CommonName, status, out)
+		}
+		g.stdout.waitFor(t, `"key_id":"`+wantKey+`"`)
+	}
+	f(byCN, "/v1/router/beta/v1/chat/completions", "", chat, "svc-a")
+	f(byKey, "/v1/router/alpha/v1/messages", "", messages, "svc-b")
+	f(byCN, "/v1/router/alpha/v1/messages", keyA, messages, "team-a")
+	status, out := call(nobody, "/v1/router/beta/v1/chat/completions", "", chat)
+	if status != 401 || !strings.Contains(out, `"error":{"message":"missing API key`) {
+		t.Fatalf("a certificate no key names: %d %s", status, out)
+	}
+	if status, out := call(nobody, "/v1/router/alpha/v1/messages", "", messages); status != 401 || !strings.Contains(out, `"type":"authentication_error"`) {
+		t.Fatalf("a certificate no key names, alpha: %d %s", status, out)
 	}
 }

@@ -77,13 +77,17 @@ type StoreTLS struct {
 	KeyFile    string `yaml:"key_file"`
 }
 
-// Key is one caller. Exactly one of Key and SHA256 is set.
+// Key is one caller. At most one of Key and SHA256 is set, and ClientCert
+// when neither is.
 type Key struct {
 	ID     string `yaml:"id"`
 	Key    string `yaml:"key"`
 	SHA256 string `yaml:"sha256"`
 	// Limits bound the caller's calls; nil or zero fields mean no limit.
 	Limits *KeyLimits `yaml:"limits"`
+	// ClientCert lets a client certificate stand for the caller, instead of
+	// or beside Key and SHA256; see KeyClientCert.
+	ClientCert *KeyClientCert `yaml:"client_cert"`
 }
 
 // KeyLimits are a key's rate limits over every model, and per model id. A

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"encoding/hex"
+	"fmt"
 	"net"
 	"strings"
 	"time"
@@ -101,5 +103,45 @@ func (p *problems) upstreamTLS(f string, t UpstreamTLS, baseURL string) {
 	}
 	if _, err := t.Config(); err != nil {
 		p.add(f+".tls", "%v", err)
+	}
+}
+
+// KeyClientCert names the client certificate that stands for a key's caller
+// on the TLS listener, when the call carries no key: by the subject's common
+// name, or by the SHA-256 of its public key (SPKI, in hex), which survives a
+// renewal with the same key and cannot be claimed by another certificate of
+// the client CA. Exactly one is set. The certificate must chain to
+// tls.client_ca_file (client_auth request or require).
+type KeyClientCert struct {
+	SubjectCN  string `yaml:"subject_cn"`
+	SPKISHA256 string `yaml:"spki_sha256"`
+}
+
+// clientCerts checks the keys' client_cert: one of its fields, a client CA
+// to check certificates against, and no two keys for one certificate.
+func (p *problems) clientCerts(c *Config) {
+	seen := map[KeyClientCert]bool{}
+	for i, k := range c.Keys {
+		cc := k.ClientCert
+		if cc == nil {
+			continue
+		}
+		f := fmt.Sprintf("keys[%d].client_cert", i)
+		switch {
+		case (cc.SubjectCN == "") == (cc.SPKISHA256 == ""):
+			p.add(f, "one of subject_cn or spki_sha256 is required")
+		case cc.SPKISHA256 != "":
+			if b, err := hex.DecodeString(cc.SPKISHA256); err != nil || len(b) != 32 {
+				p.add(f+".spki_sha256", "must be 64 hex digits")
+			}
+		}
+		if c.TLS == nil || c.TLS.ClientAuth == "none" {
+			p.add(f, "needs listen_tls with tls.client_auth request or require")
+		}
+		norm := KeyClientCert{SubjectCN: cc.SubjectCN, SPKISHA256: strings.ToLower(cc.SPKISHA256)}
+		if seen[norm] {
+			p.add(f, "another key has the same client_cert")
+		}
+		seen[norm] = true
 	}
 }

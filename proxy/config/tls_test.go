@@ -68,3 +68,35 @@ func TestUpstreamTLSValidation(t *testing.T) {
 	f(`{name: u1, family: beta, base_url: "https://h/v1", api_key: x, tls: {cert_file: c.pem}}`, "upstreams[0].tls: cert_file and key_file go together")
 	f(`{name: u1, family: beta, base_url: "https://h/v1", api_key: x, tls: {server_name: h}}`, "")
 }
+
+// keys[].client_cert: one of its fields, a client CA to check against, no
+// two keys for one certificate.
+func TestKeyClientCertValidation(t *testing.T) {
+	const tlsOn = "listen_tls: :8443\ntls: {cert_file: c, key_file: k, client_auth: require, client_ca_file: ca}\n"
+	f := func(keys, extra, wantErr string) {
+		t.Helper()
+		y := "keys:\n" + keys + "upstreams: [{name: u1, family: beta, base_url: \"https://h/v1\", api_key: x}]\nmodels: [{id: m, upstreams: [u1]}]\n" + extra
+		cfg, err := Parse([]byte(y), tlsEnv)
+		if wantErr == "" {
+			if err != nil {
+				t.Fatalf("%s: %v", keys, err)
+			}
+			if cfg.Keys[0].ClientCert == nil {
+				t.Fatalf("%s: no client_cert", keys)
+			}
+			return
+		}
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("%s: error %v, want %q", keys, err, wantErr)
+		}
+	}
+	spki := strings.Repeat("ab", 32)
+	f("  - {id: a, client_cert: {subject_cn: svc}}\n", tlsOn, "")
+	f("  - {id: a, client_cert: {spki_sha256: "+spki+"}}\n", tlsOn, "")
+	f("  - {id: a}\n", tlsOn, "keys[0]: one of key, sha256 or client_cert is required")
+	f("  - {id: a, client_cert: {}}\n", tlsOn, "keys[0].client_cert: one of subject_cn or spki_sha256 is required")
+	f("  - {id: a, client_cert: {subject_cn: s, spki_sha256: "+spki+"}}\n", tlsOn, "keys[0].client_cert: one of subject_cn or spki_sha256")
+	f("  - {id: a, client_cert: {spki_sha256: abc}}\n", tlsOn, "keys[0].client_cert.spki_sha256: must be 64 hex digits")
+	f("  - {id: a, client_cert: {subject_cn: svc}}\n", "", "keys[0].client_cert: needs listen_tls with tls.client_auth request or require")
+	f("  - {id: a, client_cert: {subject_cn: svc}}\n  - {id: b, client_cert: {subject_cn: svc}}\n", tlsOn, "keys[1].client_cert: another key has the same client_cert")
+}

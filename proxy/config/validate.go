@@ -56,6 +56,7 @@ func (c *Config) validate() problems {
 	var p problems
 	p.store(&c.Store)
 	p.listeners(c)
+	p.clientCerts(c)
 	p.keys(c.Keys)
 	ups := p.upstreams(c.Upstreams)
 	p.models(c.Models, ups)
@@ -83,8 +84,9 @@ func (p *problems) keys(keys []Key) {
 		}
 		ids[k.ID] = true
 		switch {
+		case k.Key == "" && k.SHA256 == "" && k.ClientCert == nil:
+			p.add(f, "one of key, sha256 or client_cert is required")
 		case k.Key == "" && k.SHA256 == "":
-			p.add(f, "one of key or sha256 is required")
 		case k.Key != "" && k.SHA256 != "":
 			p.add(f, "key and sha256 are mutually exclusive")
 		case k.SHA256 != "":
