@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -113,8 +115,8 @@ func servedSerial(t *testing.T, base string, roots *x509.CertPool) string {
 	return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
 }
 
-// The official SDK calls chat, plain and streamed, over TLS with the test
-// root, beside the plain listener; ALPN says http/1.1; a certificate that
+// The official SDKs call chat and messages, plain and streamed, over TLS
+// with the test root, beside the plain listener; ALPN says http/1.1; a certificate that
 // expires within 14 days is a warning and its expiry a metric.
 func TestTLSListenerSDK(t *testing.T) {
 	ca := testca.New(t, "edge")
@@ -127,6 +129,23 @@ func TestTLSListenerSDK(t *testing.T) {
 		if err := chatOverTLS(c, streamed); err != nil {
 			t.Fatalf("streamed %v: %v", streamed, err)
 		}
+	}
+	ac := anthropic.NewClient(aoption.WithBaseURL(base+"/v1/router/alpha"), aoption.WithAuthToken(keyA),
+		aoption.WithAPIKey(""), aoption.WithMaxRetries(0), aoption.WithHTTPClient(tlsClient(ca.Pool(), true)))
+	msg := anthropic.MessageNewParams{Model: "old-model", MaxTokens: 64,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello"))}}
+	if m, err := ac.Messages.New(context.Background(), msg); err != nil || len(m.Content) == 0 {
+		t.Fatalf("alpha messages over TLS: %v", err)
+	}
+	stream := ac.Messages.NewStreaming(context.Background(), msg)
+	var acc anthropic.Message
+	for stream.Next() {
+		if err := acc.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil || acc.StopReason == "" {
+		t.Fatalf("alpha stream over TLS: %v, stop reason %q", err, acc.StopReason)
 	}
 	if status, _, _ := do(t, "GET", g.base+"/healthz", "", nil, ""); status != 200 {
 		t.Fatalf("the plain listener: /healthz %d", status)
