@@ -43,7 +43,7 @@ type edge struct {
 	certFile, keyFile string
 }
 
-func newEdge(t *testing.T, leaf *testca.Leaf, o Options) *edge {
+func newEdge(t testing.TB, leaf *testca.Leaf, o Options) *edge {
 	t.Helper()
 	dir := t.TempDir()
 	e := &edge{log: &syncBuf{}, certFile: filepath.Join(dir, "cert.pem"), keyFile: filepath.Join(dir, "key.pem")}
