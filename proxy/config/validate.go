@@ -87,6 +87,7 @@ func (p *problems) keys(keys []Key) {
 		case k.Key == "" && k.SHA256 == "" && k.ClientCert == nil:
 			p.add(f, "one of key, sha256 or client_cert is required")
 		case k.Key == "" && k.SHA256 == "":
+			// client_cert alone: see clientCerts
 		case k.Key != "" && k.SHA256 != "":
 			p.add(f, "key and sha256 are mutually exclusive")
 		case k.SHA256 != "":
