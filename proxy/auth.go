@@ -31,6 +31,9 @@ type keyEntry struct {
 func NewHashedKeys(keys []config.Key) *HashedKeys {
 	h := &HashedKeys{byDigest: make(map[[sha256.Size]byte]keyEntry, len(keys))}
 	for _, k := range keys {
+		if k.Key == "" && k.SHA256 == "" {
+			continue // a client certificate's alone (see certKeys)
+		}
 		var d [sha256.Size]byte
 		if k.Key != "" {
 			d = sha256.Sum256([]byte(k.Key))

@@ -288,6 +288,9 @@ func (c *call) authenticate() bool {
 		}
 	}
 	if len(key) == 0 {
+		if c.certAuthenticate() {
+			return true
+		}
 		c.fail(errorf(401, "auth_missing", "missing API key: send Authorization: Bearer <key>"))
 		return false
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync/atomic"
@@ -45,6 +46,10 @@ type Options struct {
 	// NoTokenUsage turns off reading the token usage of answers (counted in
 	// gateway_tokens_total and the access log).
 	NoTokenUsage bool
+	// Metrics, when not nil, writes more metrics at each scrape of /metrics,
+	// each with its # HELP and # TYPE lines (the client listener's TLS
+	// certificate's expiry).
+	Metrics func(w io.Writer)
 }
 
 // Gateway serves the client-facing endpoints. Safe for concurrent use; Reload

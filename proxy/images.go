@@ -173,6 +173,9 @@ func (c *call) authenticateGamma() bool {
 		return false
 	}
 	if len(key) == 0 {
+		if c.certAuthenticate() {
+			return true
+		}
 		msg := "missing API key: send the platform API key in the x-gamma-api-key header"
 		if bearerToken(c.ctx) != nil {
 			msg = "Authorization: Bearer is not accepted on this endpoint: send the platform API key in the x-gamma-api-key header"

@@ -75,6 +75,9 @@ func (g *Gateway) observe() {
 	}
 	o.set.RegisterMetricsWriter(g.writeStateMetrics)
 	o.set.RegisterMetricsWriter(g.limits.WritePrometheus)
+	if g.opts.Metrics != nil {
+		o.set.RegisterMetricsWriter(g.opts.Metrics)
+	}
 	// # HELP and # TYPE lines before each metric family, for scrapers that
 	// read them (types in Grafana's metric browser, promtool check metrics).
 	metrics.ExposeMetadata(true)

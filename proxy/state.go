@@ -15,6 +15,7 @@ import (
 type state struct {
 	cfg    *config.Config
 	keys   Verifier
+	certs  certKeys // keys[].client_cert
 	deps   map[string]*upstream.Deployment
 	models map[string]*model
 	groups map[string]map[string]bool
@@ -49,6 +50,7 @@ func buildState(cfg *config.Config, keys Verifier, prev *state, now time.Time) (
 	st := &state{
 		cfg:    cfg,
 		keys:   keys,
+		certs:  newCertKeys(cfg.Keys),
 		deps:   make(map[string]*upstream.Deployment, len(cfg.Upstreams)),
 		models: make(map[string]*model, len(cfg.Models)),
 		groups: make(map[string]map[string]bool, len(cfg.Groups)),

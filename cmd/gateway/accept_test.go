@@ -58,7 +58,7 @@ func TestAcceptErrorKeepsServing(t *testing.T) {
 	emfile := &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
 	lns[0] = &failingListener{Listener: lns[0], n: 3, err: emfile}
 	lns[1] = &failingListener{Listener: lns[1], n: 3, err: emfile}
-	r := start(gw, nopCloser{}, lns, log)
+	r := start(gw, nopCloser{}, lns, nil, log)
 
 	client := &http.Client{Timeout: 30 * time.Second} // a hung gateway fails the test
 	for _, ln := range lns {

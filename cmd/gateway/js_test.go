@@ -20,6 +20,15 @@ func TestJSSDKs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the JS SDK tests install packages and start node")
 	}
+	node := installJS(t)
+	g := launch(t, t.TempDir(), []string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-log-format", "json"}, nil)
+	runJS(t, node, g, "GATEWAY_URL="+g.base, "GATEWAY_KEY="+demoKey)
+}
+
+// installJS installs jsDir's pinned SDKs with npm ci and returns node's
+// path; it skips the test when node and npm cannot be had.
+func installJS(t *testing.T) string {
+	t.Helper()
 	npm := needTool(t, "npm", "npm")
 	node := needTool(t, "node", "nodejs")
 	ci := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error")
@@ -27,7 +36,12 @@ func TestJSSDKs(t *testing.T) {
 	if out, err := ci.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci in %s: %v\n%s", jsDir, err, out)
 	}
-	g := launch(t, t.TempDir(), []string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-log-format", "json"}, nil)
+	return node
+}
+
+// runJS runs jsDir's node tests against g with env added to the process's.
+func runJS(t *testing.T, node string, g *gateway, env ...string) {
+	t.Helper()
 	files, err := filepath.Glob(filepath.Join(jsDir, "*.test.mjs"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no JS tests in %s: %v", jsDir, err)
@@ -37,7 +51,7 @@ func TestJSSDKs(t *testing.T) {
 	}
 	run := exec.Command(node, append([]string{"--test", "--test-reporter=spec", "--test-concurrency=1"}, files...)...)
 	run.Dir = jsDir
-	run.Env = append(os.Environ(), "GATEWAY_URL="+g.base, "GATEWAY_KEY="+demoKey, "NO_COLOR=1")
+	run.Env = append(append(os.Environ(), env...), "NO_COLOR=1")
 	out, err := run.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test: %v\n%s\ngateway log:\n%s", err, out, g.stderr.String())

@@ -30,6 +30,7 @@ import (
 
 	"github.com/modelgate/gateway/proxy"
 	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/edgetls"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -190,7 +191,9 @@ Signals:
   SIGHUP           reload the config file: keys, upstreams and models swap atomically;
                    requests in flight finish on the old config; an invalid file is refused
                    with a log line naming the field, and the old config stays in force;
-                   listen and the store section take effect on restart only
+                   listen, listen_tls, tls and the store section take effect on restart
+                   only; the certificate, key and client CA that tls names are read again
+                   (a broken pair is refused with a log line; the one in force stays)
   SIGTERM, SIGINT  stop accepting, mark /readyz not ready, let requests and streams in
                    flight finish within -grace, close the store, exit 0
 
@@ -230,7 +233,12 @@ func serve(cfg *config.Config, o serveOptions) error {
 	if err != nil {
 		return err // it names the store and says why, once
 	}
-	gw, err := proxy.New(cfg, proxy.Options{Store: st, Logger: log, AccessLog: o.access, Version: version})
+	certs, err := edgeCerts(cfg, log)
+	if err != nil {
+		st.Close()
+		return err
+	}
+	gw, err := proxy.New(cfg, proxy.Options{Store: st, Logger: log, AccessLog: o.access, Version: version, Metrics: certsMetrics(certs)})
 	if err != nil {
 		st.Close()
 		return err
@@ -243,14 +251,23 @@ func serve(cfg *config.Config, o serveOptions) error {
 		st.Close()
 		return err
 	}
+	tln, err := listenTLS(cfg.ListenTLS, certs)
+	if err != nil {
+		closeAll(lns)
+		st.Close()
+		return err
+	}
 	// Only now, with the store open and the listeners bound, does a line say
 	// that the gateway serves: a port or store error comes before any.
-	r := start(gw, st, lns, log)
+	r := start(gw, st, lns, tln, log)
+	if r.certs = certs; certs != nil {
+		defer certs.WatchExpiry(time.Hour)()
+	}
 	if o.demo != nil {
 		log.Warn("no provider configured: serving the offline demo against the bundled upstream simulator",
 			"simulator", o.demo.addr, "demo_key", o.demo.key, "models", o.demo.models)
 	}
-	log.Info("gateway listening", append([]any{"addr", lns[0].Addr().String()}, append(storeAttrs(cfg.Store), "version", version)...)...)
+	log.Info("gateway listening", append(listenAttrs(lns[0], tln), append(storeAttrs(cfg.Store), "version", version)...)...)
 	return r.wait(sigs, o)
 }
 
@@ -284,14 +301,21 @@ type running struct {
 	srv, admin  *fasthttp.Server // admin is nil without an admin listener
 	served      chan error
 	stopJanitor func()
+	certs       *edgetls.Certs // the TLS of listen_tls, or nil
 }
 
-// start serves gw on lns (the client listener, then the admin one if any)
-// and starts the janitor. Both listeners retry a failed accept: a server
-// returns only once its listener is closed.
-func start(gw *proxy.Gateway, st io.Closer, lns []net.Listener, log *slog.Logger) *running {
-	r := &running{gw: gw, st: st, served: make(chan error, 2), srv: gw.NewServer()}
-	go func() { r.served <- r.srv.Serve(gw.Listener(lns[0])) }()
+// start serves gw on lns (the client listener, nil when listen is off, then
+// the admin one if any) and on tln (listen_tls, or nil), and starts the
+// janitor. Every listener retries a failed accept: a server returns only
+// once its listener is closed.
+func start(gw *proxy.Gateway, st io.Closer, lns []net.Listener, tln net.Listener, log *slog.Logger) *running {
+	r := &running{gw: gw, st: st, served: make(chan error, 3), srv: gw.NewServer()}
+	if lns[0] != nil {
+		go func() { r.served <- r.srv.Serve(gw.Listener(lns[0])) }()
+	}
+	if tln != nil {
+		go func() { r.served <- r.srv.Serve(gw.Listener(tln)) }()
+	}
 	if len(lns) > 1 {
 		r.admin = gw.NewAdminServer()
 		go func() { r.served <- r.admin.Serve(gw.AdminListener(lns[1])) }()
@@ -320,6 +344,9 @@ func (r *running) wait(sigs <-chan os.Signal, o serveOptions) error {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				reload(r.gw, o.configPath, log)
+				if r.certs != nil {
+					r.certs.Reload() // it logs what it did
+				}
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String(), "grace", o.grace.String())
@@ -343,18 +370,22 @@ func (r *running) wait(sigs <-chan os.Signal, o serveOptions) error {
 // says otherwise: loopback, so operational pages stay off the network.
 const defaultAdminListen = "127.0.0.1:9091"
 
-// listen opens the client listener and, unless adminAddr is "off", the admin one.
+// listen opens the client listener, unless addr is "off" (nil then), and,
+// unless adminAddr is "off", the admin one.
 func listen(addr, adminAddr string) ([]net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
+	var ln net.Listener
+	if addr != config.ListenOff {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
+		}
 	}
 	if adminAddr == "off" {
 		return []net.Listener{ln}, nil
 	}
 	aln, err := net.Listen("tcp", adminAddr)
 	if err != nil {
-		ln.Close()
+		closeAll([]net.Listener{ln})
 		return nil, fmt.Errorf("cannot listen on %s (-admin-listen): %w", adminAddr, err)
 	}
 	return []net.Listener{ln, aln}, nil
@@ -387,7 +418,7 @@ func reload(gw *proxy.Gateway, configPath string, log *slog.Logger) {
 	cfg, err := config.Load(configPath)
 	if err == nil {
 		old := gw.Config()
-		cfg.Listen = old.Listen
+		keepListeners(cfg, old, log)
 		if !reflect.DeepEqual(cfg.Store, old.Store) {
 			log.Warn("reload: the store section changed; like listen, it takes effect on restart: the store in force stays")
 			cfg.Store = old.Store
@@ -455,7 +486,11 @@ func check(args []string, stdout, stderr io.Writer) error {
 	}
 	// What start builds from the config (routes, affinity rings), without a
 	// store or a listener: no connection is made.
-	if _, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := proxy.New(cfg, proxy.Options{Logger: quiet}); err != nil {
+		return fmt.Errorf("config %s:\n%w", *configPath, err)
+	}
+	if _, err := edgeCerts(cfg, quiet); err != nil {
 		return fmt.Errorf("config %s:\n%w", *configPath, err)
 	}
 	for _, h := range proxy.BaseURLHints(cfg) {

@@ -31,6 +31,11 @@ type Config struct {
 	RateLimit RateLimit `yaml:"rate_limit"`
 	// Admin holds the tokens of the admin API (docs/keys.md).
 	Admin Admin `yaml:"admin"`
+	// ListenTLS is the host:port of the client listener that speaks TLS, set
+	// by TLS; empty: none. Listen may then be off (ListenOff).
+	ListenTLS string `yaml:"listen_tls"`
+	// TLS is the TLS of ListenTLS.
+	TLS *ListenerTLS `yaml:"tls"`
 }
 
 // Store selects the durable store: the embedded Pebble of one node, or a Redis Cluster
@@ -75,13 +80,17 @@ type StoreTLS struct {
 	KeyFile    string `yaml:"key_file"`
 }
 
-// Key is one caller. Exactly one of Key and SHA256 is set.
+// Key is one caller. At most one of Key and SHA256 is set, and ClientCert
+// when neither is.
 type Key struct {
 	ID     string `yaml:"id"`
 	Key    string `yaml:"key"`
 	SHA256 string `yaml:"sha256"`
 	// Limits bound the caller's calls; nil or zero fields mean no limit.
 	Limits *KeyLimits `yaml:"limits"`
+	// ClientCert lets a client certificate stand for the caller, instead of
+	// or beside Key and SHA256; see KeyClientCert.
+	ClientCert *KeyClientCert `yaml:"client_cert"`
 }
 
 // KeyLimits are a key's rate limits over every model, and per model id. A
@@ -136,6 +145,9 @@ type Upstream struct {
 	// HealthCheck probes the deployment in the background; off unless its
 	// path is set.
 	HealthCheck HealthCheck `yaml:"health_check"`
+	// TLS sets a private CA, server name and client certificate for an https
+	// base URL; zero: the system's roots, no client certificate.
+	TLS UpstreamTLS `yaml:"tls"`
 }
 
 // HealthCheck is a deployment's active health check: a GET of Path (after

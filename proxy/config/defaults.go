@@ -11,6 +11,9 @@ func (c *Config) EnsureDefaults() {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8080"
 	}
+	if c.TLS != nil {
+		c.TLS.ensureDefaults()
+	}
 	if c.Store.Engine == "" {
 		c.Store.Engine = "pebble"
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -57,9 +56,8 @@ func (c *Config) Validate() error { return c.validate().err() }
 func (c *Config) validate() problems {
 	var p problems
 	p.store(&c.Store)
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		p.add("listen", "expected host:port such as 127.0.0.1:8080, not %q", c.Listen)
-	}
+	p.listeners(c)
+	p.clientCerts(c)
 	p.keys(c.Keys)
 	ups := p.upstreams(c.Upstreams)
 	p.models(c.Models, ups)
@@ -89,8 +87,10 @@ func (p *problems) keys(keys []Key) {
 		}
 		ids[k.ID] = true
 		switch {
+		case k.Key == "" && k.SHA256 == "" && k.ClientCert == nil:
+			p.add(f, "one of key, sha256 or client_cert is required")
 		case k.Key == "" && k.SHA256 == "":
-			p.add(f, "one of key or sha256 is required")
+			// client_cert alone: see clientCerts
 		case k.Key != "" && k.SHA256 != "":
 			p.add(f, "key and sha256 are mutually exclusive")
 		case k.SHA256 != "":
@@ -119,6 +119,7 @@ func (p *problems) upstreams(ups []Upstream) map[string]family.Family {
 		if err := checkBaseURL(u.BaseURL); err != nil {
 			p.add(f+".base_url", "%v", err)
 		}
+		p.upstreamTLS(f, u.TLS, u.BaseURL)
 		if u.MaxConns < 0 {
 			p.add(f+".max_conns", "must be positive")
 		}

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -93,8 +94,8 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 		maxConns:    u.MaxConns,
 		timeouts:    upstreamTimeouts(t),
 	}
-	d.client = newClient(addr, tlsConfig(isTLS, pu.Hostname()), u.MaxConns, t, &d.Stats)
-	d.probe = newProber(d, u.HealthCheck, addr, isTLS, pu.Hostname())
+	d.client = newClient(addr, tlsConfig(isTLS, pu.Hostname(), u.TLS), u.MaxConns, t, &d.Stats)
+	d.probe = newProber(d, u.HealthCheck, addr, isTLS, pu.Hostname(), u.TLS)
 	if !d.loadsItself() {
 		d.client.MaxResponseBodySize = d.maxAnswer
 	}
@@ -131,13 +132,26 @@ func newClient(addr string, tc *tls.Config, maxConns int, t config.Timeouts, sta
 	}
 }
 
-// tlsConfig is the TLS configuration of a deployment on host, or nil when it
-// is not isTLS.
-func tlsConfig(isTLS bool, host string) *tls.Config {
+// tlsConfig is the TLS configuration of a deployment on host with the
+// upstream's tls settings ut, or nil when it is not isTLS. ut's files were
+// read at validation; should they no longer load, the deployment trusts no
+// server, and its dials fail as dial errors.
+func tlsConfig(isTLS bool, host string, ut config.UpstreamTLS) *tls.Config {
 	if !isTLS {
 		return nil
 	}
-	return &tls.Config{ServerName: host, ClientSessionCache: tls.NewLRUClientSessionCache(0)}
+	c := &tls.Config{}
+	if ut != (config.UpstreamTLS{}) {
+		var err error
+		if c, err = ut.Config(); err != nil {
+			c = &tls.Config{RootCAs: x509.NewCertPool()}
+		}
+	}
+	if c.ServerName == "" {
+		c.ServerName = host
+	}
+	c.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+	return c
 }
 
 // Same reports whether the deployment can be kept across a reload to u.

@@ -39,8 +39,9 @@ type ProbeResult struct {
 }
 
 // newProber makes d's prober for hc, or nil when hc has no path; addr,
-// isTLS and host (for TLS) are those of d's base URL.
-func newProber(d *Deployment, hc config.HealthCheck, addr string, isTLS bool, host string) *prober {
+// isTLS and host (for TLS) are those of d's base URL, ut its TLS settings:
+// a probe checks the certificate as d's calls do.
+func newProber(d *Deployment, hc config.HealthCheck, addr string, isTLS bool, host string, ut config.UpstreamTLS) *prober {
 	if hc.Path == "" {
 		return nil
 	}
@@ -51,7 +52,7 @@ func newProber(d *Deployment, hc config.HealthCheck, addr string, isTLS bool, ho
 	return &prober{
 		hc: hc,
 		client: &fasthttp.HostClient{
-			Addr: addr, IsTLS: isTLS, TLSConfig: tlsConfig(isTLS, host),
+			Addr: addr, IsTLS: isTLS, TLSConfig: tlsConfig(isTLS, host, ut),
 			MaxConns: 1, ReadTimeout: hc.Timeout.D(), WriteTimeout: hc.Timeout.D(),
 			MaxIdleConnDuration: 2 * hc.Interval.D(), NoDefaultUserAgentHeader: true,
 			SecureErrorLogMessage: true,

@@ -1,0 +1,102 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var tlsEnv = env(map[string]string{"KEY_A": "a", "UP": "u"})
+
+// listen_tls with tls parses with its defaults; listen may be off beside it.
+func TestParseConfigListenTLS(t *testing.T) {
+	cfg, err := Parse([]byte(minimalConfig+"listen: off\nlisten_tls: 0.0.0.0:8443\ntls: {cert_file: c.pem, key_file: k.pem}\n"), tlsEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ListenerTLS{CertFile: "c.pem", KeyFile: "k.pem", ClientAuth: "none", MinVersion: "1.2", HandshakeTimeout: Duration(10 * time.Second)}
+	if cfg.Listen != ListenOff || cfg.ListenTLS != "0.0.0.0:8443" || *cfg.TLS != want {
+		t.Fatalf("listen %q listen_tls %q tls %+v", cfg.Listen, cfg.ListenTLS, cfg.TLS)
+	}
+}
+
+// Each mistake of listen, listen_tls and tls is named by its field.
+func TestListenTLSValidationNamesField(t *testing.T) {
+	f := func(extra, wantField string) {
+		t.Helper()
+		_, err := Parse([]byte(minimalConfig+extra), tlsEnv)
+		if err == nil || !strings.Contains(err.Error(), wantField+": ") {
+			t.Fatalf("%q: error %v, want one naming %s", extra, err, wantField)
+		}
+	}
+	f("listen: off\n", "listen")
+	f("listen: nowhere\n", "listen")
+	f("tls: {cert_file: c, key_file: k}\n", "tls")
+	f("listen_tls: 0.0.0.0:8443\n", "tls")
+	f("listen_tls: nowhere\ntls: {cert_file: c, key_file: k}\n", "listen_tls")
+	f("listen_tls: :8443\ntls: {key_file: k}\n", "tls.cert_file")
+	f("listen_tls: :8443\ntls: {cert_file: c}\n", "tls.key_file")
+	f("listen_tls: :8443\ntls: {cert_file: c, key_file: k, client_auth: always}\n", "tls.client_auth")
+	f("listen_tls: :8443\ntls: {cert_file: c, key_file: k, client_auth: require}\n", "tls.client_ca_file")
+	f("listen_tls: :8443\ntls: {cert_file: c, key_file: k, min_version: \"1.1\"}\n", "tls.min_version")
+	f("listen_tls: :8443\ntls: {cert_file: c, key_file: k, ciphers: [a]}\n", "tls.ciphers")
+}
+
+// An upstream's tls is for https only, and its files must load.
+func TestUpstreamTLSValidation(t *testing.T) {
+	f := func(upstream, wantErr string) {
+		t.Helper()
+		y := "keys: [{id: a, key: k}]\nupstreams:\n  - " + upstream + "\nmodels: [{id: m, upstreams: [u1]}]\n"
+		_, err := Parse([]byte(y), tlsEnv)
+		if wantErr == "" {
+			if err != nil {
+				t.Fatalf("%s: %v", upstream, err)
+			}
+			return
+		}
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("%s: error %v, want %q", upstream, err, wantErr)
+		}
+	}
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	os.WriteFile(notPEM, []byte("not a certificate"), 0o600)
+	f(`{name: u1, family: beta, base_url: "http://h/v1", api_key: x, tls: {server_name: h}}`, "upstreams[0].tls: set for a base_url that is not https")
+	f(`{name: u1, family: beta, base_url: "https://h/v1", api_key: x, tls: {ca_file: `+notPEM+`}}`, "upstreams[0].tls: ca_file: no PEM certificate")
+	f(`{name: u1, family: beta, base_url: "https://h/v1", api_key: x, tls: {cert_file: c.pem}}`, "upstreams[0].tls: cert_file and key_file go together")
+	f(`{name: u1, family: beta, base_url: "https://h/v1", api_key: x, tls: {server_name: h}}`, "")
+}
+
+// keys[].client_cert: one of its fields, a client CA to check against, no
+// two keys for one certificate.
+func TestKeyClientCertValidation(t *testing.T) {
+	const tlsOn = "listen_tls: :8443\ntls: {cert_file: c, key_file: k, client_auth: require, client_ca_file: ca}\n"
+	f := func(keys, extra, wantErr string) {
+		t.Helper()
+		y := "keys:\n" + keys + "upstreams: [{name: u1, family: beta, base_url: \"https://h/v1\", api_key: x}]\nmodels: [{id: m, upstreams: [u1]}]\n" + extra
+		cfg, err := Parse([]byte(y), tlsEnv)
+		if wantErr == "" {
+			if err != nil {
+				t.Fatalf("%s: %v", keys, err)
+			}
+			if cfg.Keys[0].ClientCert == nil {
+				t.Fatalf("%s: no client_cert", keys)
+			}
+			return
+		}
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("%s: error %v, want %q", keys, err, wantErr)
+		}
+	}
+	spki := strings.Repeat("ab", 32)
+	f("  - {id: a, client_cert: {subject_cn: svc}}\n", tlsOn, "")
+	f("  - {id: a, client_cert: {spki_sha256: "+spki+"}}\n", tlsOn, "")
+	f("  - {id: a}\n", tlsOn, "keys[0]: one of key, sha256 or client_cert is required")
+	f("  - {id: a, client_cert: {}}\n", tlsOn, "keys[0].client_cert: one of subject_cn or spki_sha256 is required")
+	f("  - {id: a, client_cert: {subject_cn: s, spki_sha256: "+spki+"}}\n", tlsOn, "keys[0].client_cert: one of subject_cn or spki_sha256")
+	f("  - {id: a, client_cert: {spki_sha256: abc}}\n", tlsOn, "keys[0].client_cert.spki_sha256: must be 64 hex digits")
+	f("  - {id: a, client_cert: {subject_cn: svc}}\n", "", "keys[0].client_cert: needs listen_tls with tls.client_auth request or require")
+	f("  - {id: a, client_cert: {subject_cn: svc}}\n  - {id: b, client_cert: {subject_cn: svc}}\n", tlsOn, "keys[1].client_cert: another key has the same client_cert")
+}
