@@ -17,6 +17,7 @@ import (
 	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/ratelimit"
+	"github.com/modelgate/gateway/proxy/trace"
 	"github.com/modelgate/gateway/proxy/upstream"
 	"github.com/modelgate/gateway/store"
 )
@@ -98,6 +99,8 @@ type call struct {
 
 	// ticket is the call's hold on its key's rate limits; see limits.go.
 	ticket ratelimit.Ticket
+	// trace holds the call's spans; off unless tracing is (see tracing.go).
+	trace trace.Call
 
 	// up is the upstream call and the relay of its answer.
 	up       upstream.Relay
@@ -133,6 +136,7 @@ func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, fam family.Family, ep en
 		c.start = time.Now()
 	}
 	c.reqID = appendRequestID(c.reqID[:0], ctx)
+	c.traceStart()
 	return c
 }
 
@@ -466,6 +470,7 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 			}
 		}
 	}
+	c.traceAttempt(dep)
 	req := upstream.AcquireRequest()
 	req.Head = c.appendHead(req.Head, dep, path, len(body))
 	req.Body = body
@@ -549,6 +554,9 @@ func (c *call) appendHead(dst []byte, dep *upstream.Deployment, path string, bod
 	}
 	dst = dep.AppendCredentials(dst, versioned)
 	dst = upstream.AppendHeader(dst, headerRequestID, c.reqID)
+	if c.trace.On() {
+		dst = c.trace.AppendContext(dst)
+	}
 	return upstream.EndHead(dst, h.Method(), bodyLen)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/promtext"
+	"github.com/modelgate/gateway/proxy/trace"
 	"github.com/modelgate/gateway/proxy/upstream"
 )
 
@@ -53,6 +54,8 @@ type observer struct {
 	// store is the instrumented store, nil without one.
 	store    *observedStore
 	draining atomic.Bool
+	// traceCounters count the spans that did not reach the collector.
+	traceCounters trace.Counters
 }
 
 // observe sets up the gateway's metrics and access log and instruments its
@@ -64,6 +67,8 @@ func (g *Gateway) observe() {
 		o.bytesOut[f] = o.set.NewCounter(`gateway_response_bytes_total{family="` + f.String() + `"}`)
 	}
 	o.streams = o.set.NewGauge("gateway_active_streams", nil)
+	o.traceCounters = trace.Counters{Dropped: o.set.NewCounter("gateway_trace_spans_dropped_total"),
+		Failed: o.set.NewCounter("gateway_trace_spans_failed_total")}
 	if g.opts.Store != nil {
 		o.store = newObservedStore(g.opts.Store, o.set, &o.hists)
 		g.opts.Store = o.store
@@ -210,6 +215,7 @@ func (g *Gateway) finish(c *call) {
 	if o.access != nil {
 		o.logAccess(c, status, now, bytesIn, bytesOut)
 	}
+	c.traceEnd(status, now)
 }
 
 // outcome returns the status answered and the body bytes received and sent.
@@ -251,8 +257,9 @@ const maxLoggedModel = 256
 // strings made from hex are valid until the scratch goes back to the pool,
 // after the line is written.
 type accessScratch struct {
-	attrs [24]slog.Attr
-	hex   [16]byte
+	attrs   [24]slog.Attr
+	hex     [16]byte
+	traceID [32]byte
 }
 
 var accessScratchPool = sync.Pool{New: func() any { return new(accessScratch) }}
@@ -295,6 +302,9 @@ func (o *observer) logAccess(c *call, status int, now time.Time, bytesIn, bytesO
 	}
 	if c.cause != nil {
 		a = append(a, slog.String("error", c.cause.Error()))
+	}
+	if c.trace.On() {
+		a = append(a, slog.String("trace_id", b2s(c.appendTraceID(sc.traceID[:0]))))
 	}
 	o.access.LogAttrs(ctx, slog.LevelInfo, "request", a...)
 	clear(a)

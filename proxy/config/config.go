@@ -28,6 +28,9 @@ type Config struct {
 	// RateLimit sets how the keys' rate limits behave when their shared
 	// counters cannot be reached; see docs/rate-limits.md.
 	RateLimit RateLimit `yaml:"rate_limit"`
+	// Tracing turns OpenTelemetry traces on; nil (the default) leaves them
+	// off. See docs/operations.md.
+	Tracing *Tracing `yaml:"tracing"`
 }
 
 // Store selects the durable store: the embedded Pebble of one node, or a Redis Cluster
@@ -130,6 +133,9 @@ type Upstream struct {
 	APIKey  string `yaml:"api_key"`
 	// MaxConns bounds the pooled connections to this deployment (default 512).
 	MaxConns int `yaml:"max_conns"`
+	// Provider names the provider in traces (gen_ai.provider.name); default
+	// from the family: anthropic, openai, gcp.gemini.
+	Provider string `yaml:"provider"`
 }
 
 // Model is one routable model.

@@ -49,9 +49,13 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.Responses.Retention, 720*time.Hour)
 	setDefault(&c.Files.DefaultExpiresIn, 720*time.Hour)
 	setDefault(&c.RateLimit.Timeout, 250*time.Millisecond)
+	c.Tracing.ensureDefaults()
 	for i := range c.Upstreams {
 		if c.Upstreams[i].MaxConns == 0 {
 			c.Upstreams[i].MaxConns = 512
+		}
+		if c.Upstreams[i].Provider == "" {
+			c.Upstreams[i].Provider = defaultProvider(c.Upstreams[i].Family)
 		}
 	}
 	for i := range c.Models {

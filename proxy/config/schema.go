@@ -90,6 +90,8 @@ func (p *problems) scalar(n *yaml.Node, path string, k reflect.Kind) {
 		p.add(path, "expected true or false, not %s (line %d)", describe(n), n.Line)
 	case (k == reflect.Int || k == reflect.Int64) && tag != "!!int":
 		p.add(path, "expected an integer, not %s (line %d)", describe(n), n.Line)
+	case k == reflect.Float64 && tag != "!!float" && tag != "!!int":
+		p.add(path, "expected a number, not %s (line %d)", describe(n), n.Line)
 	}
 }
 

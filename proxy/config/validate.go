@@ -66,6 +66,7 @@ func (c *Config) validate() problems {
 	p.limits(c)
 	p.retry(c.Retry)
 	p.rateLimits(c)
+	p.tracing(c.Tracing)
 	return p
 }
 
