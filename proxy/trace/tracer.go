@@ -3,9 +3,9 @@ package trace
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"reflect"
-	"net/url"
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
