@@ -67,7 +67,7 @@ func (g *Gateway) observe() {
 		o.bytesOut[f] = o.set.NewCounter(`gateway_response_bytes_total{family="` + f.String() + `"}`)
 	}
 	o.streams = o.set.NewGauge("gateway_active_streams", nil)
-	o.traceCounters = trace.Counters{Dropped: o.set.NewCounter("gateway_trace_spans_dropped_total"),
+	o.traceCounters = trace.Counters{Log: g.log, Dropped: o.set.NewCounter("gateway_trace_spans_dropped_total"),
 		Failed: o.set.NewCounter("gateway_trace_spans_failed_total")}
 	if g.opts.Store != nil {
 		o.store = newObservedStore(g.opts.Store, o.set, &o.hists)

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -228,7 +229,7 @@ func TestQueueDropsWhenFull(t *testing.T) {
 // and counts failed exports when nothing listens there.
 func TestNewFromConfig(t *testing.T) {
 	set := metrics.NewSet()
-	c := Counters{Dropped: set.NewCounter("d"), Failed: set.NewCounter("f")}
+	c := Counters{Log: slog.New(slog.DiscardHandler), Dropped: set.NewCounter("d"), Failed: set.NewCounter("f")}
 	cfg := config.Tracing{Endpoint: "http://127.0.0.1:1", Timeout: config.Duration(200 * time.Millisecond), QueueSize: 16}
 	tr, err := New(cfg, c)
 	if err != nil {

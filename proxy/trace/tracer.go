@@ -3,12 +3,16 @@ package trace
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"reflect"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -24,8 +28,10 @@ import (
 // v1.37.0, the first with gen_ai.provider.name.
 const SchemaURL = "https://opentelemetry.io/schemas/1.37.0"
 
-// Counters count what does not reach the collector. Each is required.
+// Counters count what does not reach the collector, and Log hears why (at
+// most once per LogEvery). Each is required.
 type Counters struct {
+	Log *slog.Logger
 	// Dropped counts spans dropped because the export queue was full.
 	Dropped *metrics.Counter
 	// Failed counts spans whose export failed (collector down or refusing).
@@ -45,6 +51,7 @@ type Tracer struct {
 // environment's), which must have passed config validation. Nothing is
 // dialled until the first export.
 func New(cfg config.Tracing, c Counters) (*Tracer, error) {
+	logTo(c.Log)
 	exp, err := newExporter(cfg)
 	if err != nil {
 		return nil, err
@@ -190,4 +197,30 @@ func (e *countedExporter) ExportSpans(ctx context.Context, spans []sdktrace.Read
 		e.failed.Add(len(spans))
 	}
 	return err
+}
+
+// LogEvery is how often at most an export failure is logged.
+var LogEvery = 10 * time.Second
+
+// The SDK reports export failures to one process-wide handler: it logs to the
+// logger of the last tracer made, throttled.
+var (
+	errLog     atomic.Pointer[slog.Logger]
+	errLogged  atomic.Int64 // unix nanos of the last line
+	errHandler sync.Once
+)
+
+func logTo(l *slog.Logger) {
+	errLog.Store(l)
+	errHandler.Do(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(logError)) })
+}
+
+func logError(err error) {
+	now, last := time.Now().UnixNano(), errLogged.Load()
+	if now-last < int64(LogEvery) || !errLogged.CompareAndSwap(last, now) {
+		return
+	}
+	if l := errLog.Load(); l != nil {
+		l.Warn("cannot export traces; spans are counted in gateway_trace_spans_failed_total", "err", err)
+	}
 }

@@ -22,11 +22,19 @@ type Jaeger struct {
 }
 
 // StartJaeger starts (or reuses) the Jaeger on port, stopped when t ends. It
-// skips t when Jaeger cannot be had, or fails it under GATEWAY_REQUIRE_JAEGER=1.
+// skips t when Jaeger cannot be had (it is not built), or fails it under
+// GATEWAY_REQUIRE_JAEGER=1.
 func StartJaeger(t testing.TB, port int) *Jaeger {
 	t.Helper()
 	j := &Jaeger{Dir: filepath.Join(os.TempDir(), fmt.Sprintf("gateway-jaeger-%d", port)), Port: port}
-	out, err := j.run("start")
+	var out string
+	_, err := os.Stat(Binary())
+	if err != nil {
+		// A build takes minutes: longer than a test should wait.
+		err = fmt.Errorf("%s is not built (scripts/jaeger.sh build): %w", Binary(), err)
+	} else {
+		out, err = j.run("start")
+	}
 	if err != nil {
 		if os.Getenv("GATEWAY_REQUIRE_JAEGER") == "1" {
 			t.Fatalf("no Jaeger: %v", err)
@@ -60,11 +68,21 @@ func (j *Jaeger) run(cmd string) (string, error) {
 	return string(out), nil
 }
 
-// script returns the path of scripts/jaeger.sh.
-func script() string {
+// root returns the repository's root directory.
+func root() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "jaeger.sh")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
+
+// script returns the path of scripts/jaeger.sh.
+func script() string { return filepath.Join(root(), "scripts", "jaeger.sh") }
+
+// Binary returns the path the script builds Jaeger to.
+func Binary() string { return filepath.Join(root(), ".cache", "bin", "jaeger") }
+
+// Port is a first port for the Jaeger of this test binary, apart from those
+// of other test processes running at once.
+func Port() int { return 20000 + os.Getpid()%4000*5 }
 
 // Spans returns every span of service that Jaeger holds, read through its
 // query API (/api/traces).
