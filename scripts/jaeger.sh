@@ -115,8 +115,8 @@ start() {
 	if ! alive; then
 		echo "$port0" >"$dir/port"
 		config >"$dir/config.yaml"
-		# Jaeger traces nothing of its own: its SDK would export to :4317.
-		OTEL_SDK_DISABLED=true OTEL_TRACES_EXPORTER=none nohup "$bin" --config "$dir/config.yaml" >"$dir/jaeger.log" 2>&1 &
+		# Jaeger's own spans go to its own receiver, not to whatever listens on :4317.
+		OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$((port0 + 1)) nohup "$bin" --config "$dir/config.yaml" >"$dir/jaeger.log" 2>&1 &
 		echo $! >"$dir/jaeger.pid"
 	fi
 	local deadline=$((SECONDS + wait_s))

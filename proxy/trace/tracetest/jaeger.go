@@ -32,8 +32,16 @@ func StartJaeger(t testing.TB, port int) *Jaeger {
 	if err != nil {
 		// A build takes minutes: longer than a test should wait.
 		err = fmt.Errorf("%s is not built (scripts/jaeger.sh build): %w", Binary(), err)
-	} else {
-		out, err = j.run("start")
+	}
+	// A port another process holds makes Jaeger exit: then other ports.
+	for try := 0; err == nil || try < 3 && strings.Contains(err.Error(), "address already in use"); try++ {
+		if try > 0 {
+			j.Port = portFrom(j.Port + 397*try)
+			j.Dir = filepath.Join(os.TempDir(), fmt.Sprintf("gateway-jaeger-%d", j.Port))
+		}
+		if out, err = j.run("start"); err == nil {
+			break
+		}
 	}
 	if err != nil {
 		if os.Getenv("GATEWAY_REQUIRE_JAEGER") == "1" {
@@ -46,7 +54,11 @@ func StartJaeger(t testing.TB, port int) *Jaeger {
 		t.Fatalf("jaeger.sh start printed %q", out)
 	}
 	j.OTLPHTTP, j.Query = urls[0], urls[1]
-	t.Cleanup(func() { j.Stop() })
+	t.Cleanup(func() {
+		if j.Stop() == nil && !t.Failed() {
+			os.RemoveAll(j.Dir) // a failed test keeps Jaeger's log
+		}
+	})
 	return j
 }
 
@@ -81,8 +93,10 @@ func script() string { return filepath.Join(root(), "scripts", "jaeger.sh") }
 func Binary() string { return filepath.Join(root(), ".cache", "bin", "jaeger") }
 
 // Port is a first port for the Jaeger of this test binary, apart from those
-// of other test processes running at once.
-func Port() int { return 20000 + os.Getpid()%4000*5 }
+// of other test processes running at once and below the ephemeral ports.
+func Port() int { return portFrom(os.Getpid()) }
+
+func portFrom(n int) int { return 10000 + n%4000*5 }
 
 // Spans returns every span of service that Jaeger holds, read through its
 // query API (/api/traces).
