@@ -159,7 +159,8 @@ func (c *call) release() {
 	c.reason, c.cause = "", nil
 	c.firstByte, c.bytesOut, c.bodyLen = time.Time{}, 0, 0
 	c.sessionHash, c.hasSession = 0, false
-	c.trace = trace.Call{} // ended by finish; a call released without one keeps none
+	// Ended by finish; a call released without one keeps none.
+	c.trace = trace.Call{}
 	c.scanner.Reset(0) // lets go of an event past the Scanner's bound
 	if cap(c.body) > maxPooledBody {
 		c.body = nil
