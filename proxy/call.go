@@ -19,6 +19,7 @@ import (
 	"github.com/modelgate/gateway/proxy/keys"
 	"github.com/modelgate/gateway/proxy/ratelimit"
 	"github.com/modelgate/gateway/proxy/rawio"
+	"github.com/modelgate/gateway/proxy/trace"
 	"github.com/modelgate/gateway/proxy/upstream"
 	"github.com/modelgate/gateway/store"
 )
@@ -104,6 +105,8 @@ type call struct {
 	// sent: the call was sent upstream; reached: its last send may have
 	// reached the provider (see chargedTokens).
 	sent, reached bool
+	// trace holds the call's spans; off unless tracing is (see tracing.go).
+	trace trace.Call
 
 	// up is the upstream call and the relay of its answer.
 	up       upstream.Relay
@@ -148,6 +151,7 @@ func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, fam family.Family, ep en
 		c.start = time.Now()
 	}
 	c.reqID = appendRequestID(c.reqID[:0], ctx)
+	c.traceStart()
 	return c
 }
 
@@ -174,6 +178,8 @@ func (c *call) release() {
 	c.reason, c.cause = "", nil
 	c.firstByte, c.bytesOut, c.bodyLen = time.Time{}, 0, 0
 	c.sessionHash, c.hasSession = 0, false
+	// Ended by finish; a call released without one keeps none.
+	c.trace = trace.Call{}
 	c.scanner.Reset(0) // lets go of an event past the Scanner's bound
 	if cap(c.body) > maxPooledBody {
 		c.body = nil
@@ -495,6 +501,7 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 		c.renamed = parse.AppendAskingUsage(c.renamed[:0], c.body, &c.fields, nil)
 		body = c.renamed
 	}
+	c.traceAttempt(dep)
 	req := upstream.AcquireRequest()
 	req.Head = c.appendHead(req.Head, dep, path, len(body))
 	req.Body = body
@@ -628,6 +635,9 @@ func (c *call) appendHead(dst []byte, dep *upstream.Deployment, path string, bod
 	}
 	dst = dep.AppendCredentials(dst, versioned)
 	dst = upstream.AppendHeader(dst, headerRequestID, c.reqID)
+	if c.trace.On() {
+		dst = c.trace.AppendContext(dst)
+	}
 	return upstream.EndHead(dst, h.Method(), bodyLen)
 }
 

@@ -81,11 +81,13 @@ func (c *call) try(r *upstream.Route, i int, dep *upstream.Deployment, path stri
 		tried = tried.With(i)
 		c.attempts++
 		err := c.send(dep, path, body, stream)
-		next, nextDep := c.again(r, tried, i, dep, c.up.Classify(err))
+		reason := c.up.Classify(err)
+		next, nextDep := c.again(r, tried, i, dep, reason)
 		if nextDep == nil {
 			c.answer(err)
 			return
 		}
+		c.traceRetry(reason, err)
 		if err == nil {
 			c.up.Discard()
 		}

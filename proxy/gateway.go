@@ -99,6 +99,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	if st.tracer, err = g.tracerFor(cfg, g.state.Load()); err != nil {
+		return err
+	}
 	for _, d := range st.deps {
 		d.SetLogger(g.log)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/promtext"
+	"github.com/modelgate/gateway/proxy/trace"
 	"github.com/modelgate/gateway/proxy/upstream"
 )
 
@@ -57,6 +58,8 @@ type observer struct {
 	// client connections closed to keep descriptors (see listener.go).
 	acceptErrs [numListeners]*metrics.Counter
 	refused    *metrics.Counter
+	// traceCounters count the spans that did not reach the collector.
+	traceCounters trace.Counters
 }
 
 // observe sets up the gateway's metrics and access log and instruments its
@@ -69,6 +72,8 @@ func (g *Gateway) observe() {
 	}
 	o.streams = o.set.NewGauge("gateway_active_streams", nil)
 	o.observeListeners()
+	o.traceCounters = trace.Counters{Log: g.log, Dropped: o.set.NewCounter("gateway_trace_spans_dropped_total"),
+		Failed: o.set.NewCounter("gateway_trace_spans_failed_total")}
 	if g.opts.Store != nil {
 		o.store = newObservedStore(g.opts.Store, o.set, &o.hists)
 		g.opts.Store = o.store
@@ -219,6 +224,7 @@ func (g *Gateway) finish(c *call) {
 	if o.access != nil {
 		o.logAccess(c, status, now, bytesIn, bytesOut)
 	}
+	c.traceEnd(status, now)
 }
 
 // outcome returns the status answered and the body bytes received and sent.
@@ -260,8 +266,9 @@ const maxLoggedModel = 256
 // strings made from hex are valid until the scratch goes back to the pool,
 // after the line is written.
 type accessScratch struct {
-	attrs [24]slog.Attr
-	hex   [16]byte
+	attrs   [24]slog.Attr
+	hex     [16]byte
+	traceID [32]byte
 }
 
 var accessScratchPool = sync.Pool{New: func() any { return new(accessScratch) }}
@@ -304,6 +311,9 @@ func (o *observer) logAccess(c *call, status int, now time.Time, bytesIn, bytesO
 	}
 	if c.cause != nil {
 		a = append(a, slog.String("error", c.cause.Error()))
+	}
+	if c.trace.On() {
+		a = append(a, slog.String("trace_id", b2s(c.appendTraceID(sc.traceID[:0]))))
 	}
 	o.access.LogAttrs(ctx, slog.LevelInfo, "request", a...)
 	clear(a)

@@ -11,14 +11,16 @@ import "bytes"
 // metricHelp is the # HELP text of each metric family the metrics package
 // writes without one.
 var metricHelp = map[string]string{
-	"gateway_requests_total":           "Requests ended, by family, endpoint, configured model (\"\" when none resolved) and status class.",
-	"gateway_rejections_total":         "Calls the gateway itself refused or failed, by family and reason.",
-	"gateway_request_bytes_total":      "Request body bytes received, by family.",
-	"gateway_response_bytes_total":     "Answer body bytes sent, by family.",
-	"gateway_active_streams":           "SSE answers being relayed now.",
-	"gateway_upstream_responses_total": "Answers of each deployment by status class, upstream failures turned into 502/504 included.",
-	"gateway_tokens_total":             "Tokens the providers reported in their answers, by caller key id, configured model and kind.",
-	"gateway_store_operations_total":   "Store operations, by operation and result.",
+	"gateway_requests_total":            "Requests ended, by family, endpoint, configured model (\"\" when none resolved) and status class.",
+	"gateway_rejections_total":          "Calls the gateway itself refused or failed, by family and reason.",
+	"gateway_request_bytes_total":       "Request body bytes received, by family.",
+	"gateway_response_bytes_total":      "Answer body bytes sent, by family.",
+	"gateway_active_streams":            "SSE answers being relayed now.",
+	"gateway_upstream_responses_total":  "Answers of each deployment by status class, upstream failures turned into 502/504 included.",
+	"gateway_tokens_total":              "Tokens the providers reported in their answers, by caller key id, configured model and kind.",
+	"gateway_store_operations_total":    "Store operations, by operation and result.",
+	"gateway_trace_spans_dropped_total": "Spans dropped because the trace export queue (tracing.queue_size) was full.",
+	"gateway_trace_spans_failed_total":  "Spans whose export to the trace collector failed.",
 
 	"go_sched_latencies_seconds":          "Time goroutines spent runnable before running.",
 	"go_mutex_wait_seconds_total":         "Time goroutines spent blocked on a sync.Mutex or sync.RWMutex.",

@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/trace"
 	"github.com/modelgate/gateway/proxy/upstream"
 )
 
@@ -28,6 +29,8 @@ type state struct {
 	fingerprint string
 	// hasFamily tells which families have at least one deployment.
 	hasFamily [family.Count]bool
+	// tracer makes the calls' spans; nil with tracing off (see tracing.go).
+	tracer *trace.Tracer
 }
 
 // model is a routable model: per family, the ring of its deployments.

@@ -352,6 +352,7 @@ func (r *running) wait(sigs <-chan os.Signal, o serveOptions) error {
 			log.Info("shutting down", "signal", sig.String(), "grace", o.grace.String())
 			r.gw.Drain()
 			err := shutdown(r.srv, r.admin, o.grace, log)
+			flushTraces(r.gw, log)
 			r.stopJanitor()
 			r.gw.Close()
 			if cerr := r.st.Close(); cerr != nil {
@@ -363,6 +364,15 @@ func (r *running) wait(sigs <-chan os.Signal, o serveOptions) error {
 			log.Info("stopped")
 			return nil
 		}
+	}
+}
+
+// flushTraces exports the spans of the last calls, within 5 s.
+func flushTraces(gw *proxy.Gateway, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := gw.FlushTraces(ctx); err != nil {
+		log.Warn("cannot export the last traces", "err", err)
 	}
 }
 

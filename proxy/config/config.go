@@ -36,6 +36,9 @@ type Config struct {
 	ListenTLS string `yaml:"listen_tls"`
 	// TLS is the TLS of ListenTLS.
 	TLS *ListenerTLS `yaml:"tls"`
+	// Tracing turns OpenTelemetry traces on; nil (the default) leaves them
+	// off. See docs/operations.md.
+	Tracing *Tracing `yaml:"tracing"`
 }
 
 // Store selects the durable store: the embedded Pebble of one node, or a Redis Cluster
@@ -148,6 +151,9 @@ type Upstream struct {
 	// TLS sets a private CA, server name and client certificate for an https
 	// base URL; zero: the system's roots, no client certificate.
 	TLS UpstreamTLS `yaml:"tls"`
+	// Provider names the provider in traces (gen_ai.provider.name); default
+	// from the family: anthropic, openai, gcp.gemini.
+	Provider string `yaml:"provider"`
 }
 
 // HealthCheck is a deployment's active health check: a GET of Path (after

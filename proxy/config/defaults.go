@@ -53,6 +53,7 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.Responses.Retention, 720*time.Hour)
 	setDefault(&c.Files.DefaultExpiresIn, 720*time.Hour)
 	setDefault(&c.RateLimit.Timeout, 250*time.Millisecond)
+	c.Tracing.ensureDefaults()
 	for i := range c.Upstreams {
 		if c.Upstreams[i].MaxConns == 0 {
 			c.Upstreams[i].MaxConns = 512
@@ -63,6 +64,9 @@ func (c *Config) EnsureDefaults() {
 			if hc.Failures == 0 {
 				hc.Failures = 2
 			}
+		}
+		if c.Upstreams[i].Provider == "" {
+			c.Upstreams[i].Provider = defaultProvider(c.Upstreams[i].Family)
 		}
 	}
 	for i := range c.Models {

@@ -67,6 +67,7 @@ func (c *Config) validate() problems {
 	p.routing(c.Routing)
 	p.rateLimits(c)
 	p.admin(c)
+	p.tracing(c.Tracing)
 	return p
 }
 

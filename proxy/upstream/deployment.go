@@ -179,6 +179,9 @@ func (d *Deployment) loadsItself() bool { return d.maxAnswer > fasthttpLinearMax
 // Name is the deployment's configured name.
 func (d *Deployment) Name() string { return d.name }
 
+// Provider is the provider's name in traces (config upstreams[].provider).
+func (d *Deployment) Provider() string { return d.cfg.Provider }
+
 // Family is the protocol family the deployment speaks.
 func (d *Deployment) Family() family.Family { return d.family }
 
