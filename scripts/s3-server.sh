@@ -59,9 +59,15 @@ start() {
 	mkdir -p "$dir/data" "$dir/meta"
 	echo "$port" >"$dir/port"
 	if ! alive; then
-		ROOT_ACCESS_KEY=$access ROOT_SECRET_KEY=$secret setsid "$bin" --port "127.0.0.1:$port" --quiet --keep-alive \
-			posix --sidecar "$dir/meta" "$dir/data" \
-			>"$dir/server.log" 2>&1 </dev/null &
+		# The server closes every inherited descriptor but the standard ones: one that kept,
+		# say, the lock file a test run holds (flock) would hold the lock for its whole life.
+		(
+			for fd in $(ls /proc/$BASHPID/fd); do
+				((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
+			done
+			ROOT_ACCESS_KEY=$access ROOT_SECRET_KEY=$secret exec setsid "$bin" --port "127.0.0.1:$port" --quiet --keep-alive \
+				posix --sidecar "$dir/meta" "$dir/data"
+		) >"$dir/server.log" 2>&1 </dev/null &
 		echo $! >"$dir/pid"
 	fi
 	local deadline=$((SECONDS + wait_s))
