@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelgate/gateway/store/redistest"
 	"github.com/modelgate/gateway/store/s3test"
 )
 
@@ -279,4 +281,33 @@ func TestBlobsUnavailable(t *testing.T) {
 			t.Fatalf("objects %q; want the one of %s", objs, f.ID)
 		}
 	})
+}
+
+// TestBlobsRedisMemoryFigures measures what Redis holds per stored file when the bytes are
+// in object storage, as TestRedisMemoryFigures measures it without (docs/multi-node.md):
+// used_memory of the masters before and after files of 1 KiB and of 1 MiB. The goal is
+// under 2 KiB per file whatever its size. It writes about 200 MiB to the S3 server, so it
+// runs only when asked:
+//
+//	STORE_REDIS_MEMORY=1 go test -count=1 -run TestBlobsRedisMemoryFigures -v ./store/
+func TestBlobsRedisMemoryFigures(t *testing.T) {
+	if os.Getenv("STORE_REDIS_MEMORY") == "" {
+		t.Skip("set STORE_REDIS_MEMORY=1 to measure Redis memory")
+	}
+	inner := newRedisEnv(t, envOptions{}).(*redisEnv)
+	e := newBlobEnv(t, inner)
+	s := e.open().(*Blobs)
+	c := redistest.Client(t, inner.opts.Addrs)
+	for _, m := range []struct{ files, size int }{{2000, 1 << 10}, {200, 1 << 20}} {
+		data := testData(1, m.size)
+		before := mastersMemory(t, c)
+		for range m.files {
+			putFile(t, s, File{Owner: "mem", Filename: "photo.png", MimeType: "image/png", Created: t0}, data)
+		}
+		perFile := (mastersMemory(t, c) - before) / int64(m.files)
+		t.Logf("files of %d bytes with blobs: %d bytes of Redis memory per file", m.size, perFile)
+		if perFile >= 2<<10 {
+			t.Errorf("files of %d bytes: %d bytes of Redis memory per file, want under 2 KiB", m.size, perFile)
+		}
+	}
 }
