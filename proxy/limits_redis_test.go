@@ -31,6 +31,7 @@ var limitCluster = redistest.Cluster{Port: 7141}
 func TestMain(m *testing.M) {
 	code := m.Run()
 	limitCluster.Stop()
+	blobServer.Stop()
 	os.Exit(code)
 }
 

@@ -402,6 +402,7 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 		b = append(b, "gateway_files_stored_bytes "...)
 		b = strconv.AppendInt(b, size, 10)
 		b = append(b, '\n')
+		b = appendOrphanMetric(b, s.s)
 	}
 	w.Write(b)
 }

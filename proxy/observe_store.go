@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/modelgate/gateway/proxy/latency"
+	"github.com/modelgate/gateway/proxy/promtext"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -187,4 +189,18 @@ func (o *observedStore) check() error {
 func (o *observedStore) Close() error {
 	o.closed.Store(true)
 	return o.s.Close()
+}
+
+// appendOrphanMetric appends the objects without a record that the store's sweep removed,
+// when the file bytes are in object storage (store.Blobs).
+func appendOrphanMetric(b []byte, s store.Store) []byte {
+	o, ok := s.(interface{ OrphansRemoved() int64 })
+	if !ok {
+		return b
+	}
+	b = promtext.AppendMetadata(b, "gateway_store_blob_orphans_removed_total", "counter",
+		"objects of file bytes that no record named (an upload cut between its object and its record, a delete whose object removal failed, on redis a file that expired), removed by the sweep")
+	b = append(b, "gateway_store_blob_orphans_removed_total "...)
+	b = strconv.AppendInt(b, o.OrphansRemoved(), 10)
+	return append(b, '\n')
 }

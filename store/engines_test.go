@@ -45,12 +45,13 @@ type storeEnv interface {
 }
 
 func engines() []*engine {
-	return []*engine{
+	base := []*engine{
 		{name: "pebble", newEnv: func(t testing.TB, o envOptions) storeEnv {
 			return pebbleEnv{newDiskEnv(t, PebbleOptions{ChunkSize: o.chunkSize, Now: o.now})}
 		}},
 		{name: "redis", newEnv: newRedisEnv, nativeExpiry: true},
 	}
+	return append(base, blobEngine(base[0]), blobEngine(base[1]))
 }
 
 // conformance lists the tests of the suite.
@@ -191,5 +192,6 @@ var testCluster = redistest.Cluster{Port: 7101}
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testCluster.Stop()
+	testS3.Stop()
 	os.Exit(code)
 }

@@ -156,7 +156,7 @@ func testFileFinisherFailureLeavesNothing(t *testing.T, eng *engine) {
 	f("too large", &finishingReader{r: bytes.NewReader(testData(3, 3*testChunk)), finish: fail(nil)}, 2*testChunk, ErrTooLarge, 0)
 	f("reader error", &finishingReader{r: &failingReader{n: 2*testChunk + 1, err: boom}, finish: fail(nil)}, 1<<20, boom, 0)
 
-	if pe, ok := p.(*Pebble); ok {
+	if pe := pebbleOf(p); pe != nil {
 		if keys := pe.rawKeys(t, prefixFileExpiry); len(keys) != 1 {
 			t.Fatalf("expiry keys %q; want the kept file's one", keys)
 		}
@@ -197,7 +197,7 @@ func testFileWithoutFinisher(t *testing.T, eng *engine) {
 	if eng.nativeExpiry {
 		return
 	}
-	if keys := p.(*Pebble).rawKeys(t, prefixFileExpiry); len(keys) != 1 {
+	if keys := pebbleOf(p).rawKeys(t, prefixFileExpiry); len(keys) != 1 {
 		t.Fatalf("expiry keys %q; want one", keys)
 	}
 	if n, err := p.ReclaimExpired(f.Expires); err != nil || n != 1 {

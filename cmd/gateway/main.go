@@ -275,6 +275,15 @@ func serve(cfg *config.Config, o serveOptions) error {
 // when no node answers: the gateway then serves what needs no state, /readyz
 // says why it is not ready, and the engine connects in the background.
 func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
+	st, err := openRecords(cfg, log)
+	if err != nil || cfg.Store.Blobs == nil {
+		return st, err
+	}
+	return openBlobs(cfg.Store.Blobs, st, log)
+}
+
+// openRecords opens the engine of store.engine.
+func openRecords(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 	if cfg.Store.Engine == "redis" {
 		o, err := cfg.Store.RedisOptions(cfg.Responses.Retention)
 		if err != nil {
@@ -286,12 +295,38 @@ func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
 	return store.OpenPebble(cfg.Store.Path, store.PebbleOptions{Logger: store.SlogLogger(log), Durability: durability})
 }
 
+// openBlobs puts the file bytes of records in the object storage of b. A service that
+// does not answer is logged, not fatal: uploads and inlining answer 503 until it does.
+func openBlobs(b *config.StoreBlobs, records store.Store, log *slog.Logger) (store.Store, error) {
+	o, err := b.S3Options()
+	if err == nil {
+		var bl *store.Blobs
+		if bl, err = store.OpenBlobs(records, o); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if cerr := bl.Check(ctx); cerr != nil {
+				log.Warn("store: object storage does not answer; uploads and file inlining fail until it does",
+					"endpoint", b.Endpoint, "bucket", b.Bucket, "err", cerr)
+			}
+			return bl, nil
+		}
+	}
+	records.Close()
+	return nil, fmt.Errorf("store.blobs: %w", err)
+}
+
 // storeAttrs describes the store for the log: never a credential.
 func storeAttrs(s config.Store) []any {
+	var a []any
 	if s.Engine == "redis" {
-		return []any{"store", "redis", "redis_addrs", strings.Join(s.Addrs, ","), "replicas", *s.Replicas}
+		a = []any{"store", "redis", "redis_addrs", strings.Join(s.Addrs, ","), "replicas", *s.Replicas}
+	} else {
+		a = []any{"store", s.Path, "durability", s.Durability}
 	}
-	return []any{"store", s.Path, "durability", s.Durability}
+	if s.Blobs != nil {
+		a = append(a, "blobs", s.Blobs.Endpoint+"/"+s.Blobs.Bucket)
+	}
+	return a
 }
 
 // running is a started gateway: its servers, store and janitor.

@@ -73,6 +73,10 @@ type Store struct {
 	ChunkSize int `yaml:"chunk_size"`
 	// UploadTTL is how long the chunks of an upload cut by a crash live; default 5m.
 	UploadTTL Duration `yaml:"upload_ttl"`
+
+	// Blobs, when set, keeps the bytes of stored files in object storage; the engine keeps
+	// their records. nil: the engine keeps the bytes too.
+	Blobs *StoreBlobs `yaml:"blobs"`
 }
 
 // StoreTLS is the TLS of the connections to Redis.

@@ -33,6 +33,9 @@ func (p *problems) store(s *Store) {
 	default:
 		p.add("store.engine", "unsupported engine %q (supported: pebble, redis)", s.Engine)
 	}
+	if s.Blobs != nil {
+		p.blobs(s.Blobs)
+	}
 }
 
 // redisFieldsSet names the Redis fields that are set.
@@ -91,8 +94,12 @@ func (p *problems) redis(s *Store) {
 	}
 }
 
-// resolvePassword reads the password named by PasswordEnv, before validation.
+// resolvePassword reads the password named by PasswordEnv, and the object storage keys,
+// before validation.
 func (p *problems) resolvePassword(s *Store, lookup func(string) (string, bool)) {
+	if s.Blobs != nil {
+		p.resolveBlobKeys(s.Blobs, lookup)
+	}
 	if s.PasswordEnv == "" || s.Password != "" {
 		return
 	}
