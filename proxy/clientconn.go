@@ -136,6 +136,17 @@ var heldPool = sync.Pool{New: func() any { b := make([]byte, 0, heldCap); return
 // after what was held.
 func (c *clientConn) HoldTail() { c.holding.Store(true) }
 
+// OnStall has a write to the connection that finds no room in the socket's
+// buffer call *f before it waits (see rawio.Conn.OnStall): a relay then takes
+// a finished answer off its upstream connection while the client does not
+// read (upstream.Stalls). nil stops it; a connection that is not TCP never
+// calls f.
+func (c *clientConn) OnStall(f *func()) {
+	if c.raw != nil {
+		c.raw.OnStall(f)
+	}
+}
+
 func (c *clientConn) Write(p []byte) (int, error) {
 	if c.holding.Load() {
 		held, err := c.hold(p)

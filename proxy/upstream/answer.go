@@ -33,6 +33,13 @@ type answerBody[C conn] struct {
 	left      int64 // of the known length, or of the chunk being read
 	done      bool  // read to its end
 	closeConn bool
+	// shared is set while a read-ahead reads the body on a goroutine of its
+	// own (see readAhead); the relay's goroutine may then cut the
+	// connection. end and cut agree under mu on who lets it go: cut closes
+	// it unless end has released it, and end then closes it too.
+	shared bool
+	mu     sync.Mutex
+	isCut  bool
 }
 
 // The bounds on a chunk's size line, as fasthttp's own reader has them:
@@ -247,14 +254,48 @@ func (b *answerBody[C]) releaseReader() {
 // end marks the body read to its end and lets its connection go: back to
 // the pool, unless the request or the answer asked to close it.
 func (b *answerBody[C]) end() {
+	if b.shared {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+	}
 	b.done = true
 	b.releaseReader()
 	b.br = nil
-	if b.closeConn || b.resp.ConnectionClose() {
+	// Shared, the answer's header is not read: the relay may be setting it
+	// (see share).
+	if b.closeConn || b.isCut || (!b.shared && b.resp.ConnectionClose()) {
 		b.t.close(b.hc, b.cc)
 	} else {
 		b.t.release(b.hc, b.cc)
 	}
+}
+
+// share readies the body to be read by a read-ahead's goroutine: end then
+// decides on the Connection: close asked for until now.
+func (b *answerBody[C]) share() {
+	b.closeConn = b.closeConn || b.resp.ConnectionClose()
+	b.shared = true
+}
+
+// unshare ends share, once the read-ahead's goroutine is done.
+func (b *answerBody[C]) unshare() { b.shared = false }
+
+// cut closes the connection of a body a read-ahead reads, which ends the
+// read it waits in, unless the body was read to its end and its connection
+// let go.
+func (b *answerBody[C]) cut() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.done && !b.isCut {
+		b.isCut = true
+		b.cc.Conn().Close()
+	}
+}
+
+// restFits reports whether the rest of the body may fit in n bytes: its
+// length is unknown, or at most n.
+func (b *answerBody[C]) restFits(n int) bool {
+	return !b.done && (b.length < 0 || b.left <= int64(n))
 }
 
 // Close ends the body: one not read to its end closes its connection (end
@@ -266,6 +307,7 @@ func (b *answerBody[C]) Close() error {
 	}
 	var zero C
 	b.hc, b.cc, b.br, b.resp = nil, zero, nil, nil
+	b.shared, b.isCut = false, false
 	b.t.bodies.Put(b)
 	return nil
 }
