@@ -226,3 +226,33 @@ func TestHeldAnswersUnderLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowClientStreamWholeThroughStalls checks that a client that reads a
+// long stream slowly, its writes stalling again and again (each starting a
+// read-ahead that fills or is caught up with), gets every event, in order.
+func TestSlowClientStreamWholeThroughStalls(t *testing.T) {
+	const events = 1024 // 1 MiB: many times the bound and the buffers
+	e, _, addr := heldEnv(t, 1, events, "", "2s")
+	c := sendAndStopReading(t, addr)
+	var resp fasthttp.Response
+	c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	if err := resp.Read(bufio.NewReaderSize(slowReader{c}, 4<<10)); err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Repeat(sseEvent, events)
+	want = append(want, "data: [DONE]\n\n"...)
+	if resp.StatusCode() != 200 || !bytes.Equal(resp.Body(), want) {
+		t.Fatalf("status %d, %d bytes of %d, tail %q", resp.StatusCode(), len(resp.Body()), len(want), tail(resp.Body()))
+	}
+	if status, body := streamWhole(t, e); status != 200 {
+		t.Fatalf("the next call: %d %s", status, body)
+	}
+}
+
+// slowReader is a client that reads at most 4 KiB a millisecond.
+type slowReader struct{ c net.Conn }
+
+func (r slowReader) Read(p []byte) (int, error) {
+	time.Sleep(time.Millisecond) // the slow client under test, not a wait
+	return r.c.Read(p[:min(len(p), 4<<10)])
+}
