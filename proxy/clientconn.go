@@ -19,6 +19,9 @@ import (
 // timeouts.client_write_idle fails, and fasthttp then drops the connection,
 // which ends the relay and frees the upstream connection. A slow client that
 // keeps reading keeps its stream: only a period without a byte taken counts.
+// An answer the provider finished meanwhile, and that fits
+// limits.max_held_answer_bytes, lets its upstream connection go before that
+// (see OnStall).
 //
 // A failed accept is retried, never returned (see acceptor), and a client
 // connection that would take the descriptors kept for upstream dials is

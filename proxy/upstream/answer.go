@@ -17,7 +17,9 @@ import (
 // pool (unless somebody asked to close it), before the relay writes the last
 // bytes to the client: the client's next call finds it there. Close of a body
 // not read to its end closes the connection, which cancels the upstream call.
-// Read and Close are called from one goroutine (the relay's).
+// Read and Close are called from one goroutine at a time: the relay's, or a
+// read-ahead's while it is shared (see share); cut may come from the relay's
+// meanwhile.
 type answerBody[C conn] struct {
 	t    *transport[C]
 	hc   *fasthttp.HostClient
