@@ -19,6 +19,9 @@ import (
 // timeouts.client_write_idle fails, and fasthttp then drops the connection,
 // which ends the relay and frees the upstream connection. A slow client that
 // keeps reading keeps its stream: only a period without a byte taken counts.
+// An answer the provider finished meanwhile, and that fits
+// limits.max_held_answer_bytes, lets its upstream connection go before that
+// (see OnStall).
 //
 // A failed accept is retried, never returned (see acceptor), and a client
 // connection that would take the descriptors kept for upstream dials is
@@ -139,6 +142,17 @@ var heldPool = sync.Pool{New: func() any { b := make([]byte, 0, heldCap); return
 // fasthttp then writes. Bytes that would not fit in heldCap are sent at once,
 // after what was held.
 func (c *clientConn) HoldTail() { c.holding.Store(true) }
+
+// OnStall has a write to the connection that finds no room in the socket's
+// buffer call *f before it waits (see rawio.Conn.OnStall): a relay then takes
+// a finished answer off its upstream connection while the client does not
+// read (upstream.Stalls). nil stops it; a connection that is not TCP never
+// calls f.
+func (c *clientConn) OnStall(f *func()) {
+	if c.raw != nil {
+		c.raw.OnStall(f)
+	}
+}
 
 func (c *clientConn) Write(p []byte) (int, error) {
 	if c.holding.Load() {

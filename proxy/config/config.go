@@ -280,6 +280,13 @@ type Limits struct {
 	// flight, every copy a call makes counted (proxy/budget.go); past it a
 	// call is answered 503, or 413 when it needs more alone. Default 256 MiB.
 	MaxBufferedBodyBytes int `yaml:"max_buffered_body_bytes"`
+	// MaxHeldAnswerBytes bounds the rest of a streamed answer that the
+	// gateway takes off its upstream connection, once the client stops
+	// taking bytes, so that a finished answer does not hold the connection
+	// while the client is slow (see upstream.Relay's read-ahead); a longer
+	// rest keeps the connection until the client takes it. Each such client
+	// holds up to this much. Default 64 KiB; -1 turns it off.
+	MaxHeldAnswerBytes int `yaml:"max_held_answer_bytes"`
 }
 
 // Responses sets how long ownership records are kept.

@@ -37,6 +37,9 @@ func TestParseConfigExpandsEnvAndDefaults(t *testing.T) {
 	if cfg.Timeouts.Connect.D() != 5*time.Second || cfg.Timeouts.FirstByte.D() != 10*time.Minute || cfg.Timeouts.Idle.D() != 5*time.Minute {
 		t.Fatalf("timeout defaults: %+v", cfg.Timeouts)
 	}
+	if cfg.Limits.MaxHeldAnswerBytes != 64<<10 {
+		t.Fatalf("max_held_answer_bytes default: %d", cfg.Limits.MaxHeldAnswerBytes)
+	}
 	if cfg.Timeouts.IdleConn.D() != 4*time.Second {
 		t.Fatalf("idle_conn default: %v", cfg.Timeouts.IdleConn.D())
 	}
@@ -209,6 +212,8 @@ func TestConfigValidationNamesField(t *testing.T) {
 	f("bad duration", base(okKeys, okUps, okModels)+"timeouts: {connect: soon}\n", "soon")
 	f("bad group", base(okKeys, okUps, okModels)+"groups:\n  - {name: \"a/b\", upstreams: [u1]}\n", "groups[0].name")
 	f("group unknown upstream", base(okKeys, okUps, okModels)+"groups:\n  - {name: g, upstreams: [zz]}\n", "groups[0].upstreams[0]")
+	f("held answer bound too small", base(okKeys, okUps, okModels)+"limits: {max_held_answer_bytes: 100}\n", "limits.max_held_answer_bytes")
+	f("held answer bound below off", base(okKeys, okUps, okModels)+"limits: {max_held_answer_bytes: -2}\n", "limits.max_held_answer_bytes")
 	f("bad durability", base(okKeys, okUps, okModels)+"store: {durability: fsync}\n", "store.durability")
 	f("bad engine", base(okKeys, okUps, okModels)+"store: {engine: mongo}\n", "store.engine")
 	f("redis without addrs", base(okKeys, okUps, okModels)+"store: {engine: redis}\n", "store.addrs")

@@ -50,6 +50,9 @@ func (c *Config) EnsureDefaults() {
 	if c.Limits.MaxResponseBytes == 0 {
 		c.Limits.MaxResponseBytes = 64 << 20
 	}
+	if c.Limits.MaxHeldAnswerBytes == 0 {
+		c.Limits.MaxHeldAnswerBytes = 64 << 10
+	}
 	setDefault(&c.Responses.Retention, 720*time.Hour)
 	setDefault(&c.Files.DefaultExpiresIn, 720*time.Hour)
 	setDefault(&c.RateLimit.Timeout, 250*time.Millisecond)

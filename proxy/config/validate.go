@@ -243,6 +243,9 @@ func (p *problems) limits(c *Config) {
 	if c.Limits.MaxResponseBytes < 1<<10 {
 		p.add("limits.max_response_bytes", "must be at least 1024")
 	}
+	if v := c.Limits.MaxHeldAnswerBytes; v != -1 && (v < 1<<10 || v > 16<<20) {
+		p.add("limits.max_held_answer_bytes", "must be -1 (off) or between 1024 and 16777216")
+	}
 	if d := c.Files.DefaultExpiresIn.D(); d < time.Hour || d > 90*24*time.Hour {
 		p.add("files.default_expires_in", "must be between 1h and 2160h (the upload limits)")
 	}

@@ -31,6 +31,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -48,6 +49,8 @@ type Conn struct {
 	// TCP connection's own method reads a field of its netFD, a line no read
 	// or write touches.
 	remote net.Addr
+	// stall is OnStall's function, or nil.
+	stall atomic.Pointer[func()]
 }
 
 // op is the state of one direction: RawConn's Read or Write and the step
@@ -139,6 +142,9 @@ func (x *Conn) writeStep(fd uintptr) bool {
 		case 0:
 			x.wr.n += n
 		case syscall.EAGAIN:
+			if f := x.stall.Load(); f != nil {
+				(*f)()
+			}
 			return false
 		case syscall.EINTR:
 		default:
@@ -148,6 +154,12 @@ func (x *Conn) writeStep(fd uintptr) bool {
 	}
 	return true
 }
+
+// OnStall has Write call *f each time it finds the socket's buffer full,
+// before it waits for room: the writer learns that the peer is not taking
+// bytes without a system call of its own. f runs on the writing goroutine,
+// inside the write, and must not block. nil stops it.
+func (x *Conn) OnStall(f *func()) { x.stall.Store(f) }
 
 // await is the state of ReadAfter: the caller's send, and the steps and the
 // write handed to RawConn and to send (method values made at their first

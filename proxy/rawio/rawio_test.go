@@ -310,3 +310,40 @@ func TestReadAfterNoAllocations(t *testing.T) {
 		t.Fatalf("%v allocations per ReadAfter", allocs)
 	}
 }
+
+// A write that finds the socket's buffer full calls the OnStall function
+// before it waits, and goes on once the peer reads; a write that finds room
+// does not call it.
+func TestOnStall(t *testing.T) {
+	x, _, peer := tcpPair(t)
+	stalls := make(chan struct{}, 1)
+	f := func() {
+		select {
+		case stalls <- struct{}{}:
+		default:
+		}
+	}
+	x.OnStall(&f)
+	if _, err := x.Write([]byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stalls:
+		t.Fatal("a write that found room called OnStall's function")
+	default:
+	}
+	big := make([]byte, 64<<20) // more than any socket buffers on loopback hold
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := x.Write(big)
+		wrote <- err
+	}()
+	<-stalls // the write waits for the peer
+	x.OnStall(nil)
+	if n, err := io.CopyN(io.Discard, peer, int64(len("small")+len(big))); err != nil {
+		t.Fatal(n, err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+}

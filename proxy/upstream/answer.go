@@ -17,7 +17,9 @@ import (
 // pool (unless somebody asked to close it), before the relay writes the last
 // bytes to the client: the client's next call finds it there. Close of a body
 // not read to its end closes the connection, which cancels the upstream call.
-// Read and Close are called from one goroutine (the relay's).
+// Read and Close are called from one goroutine at a time: the relay's, or a
+// read-ahead's while it is shared (see share); cut may come from the relay's
+// meanwhile.
 type answerBody[C conn] struct {
 	t    *transport[C]
 	hc   *fasthttp.HostClient
@@ -36,6 +38,13 @@ type answerBody[C conn] struct {
 	// cancel, when not nil, has the connection attached until the body
 	// lets it go (see Cancel).
 	cancel *Cancel
+	// shared is set while a read-ahead reads the body on a goroutine of its
+	// own (see readAhead); the relay's goroutine may then cut the
+	// connection. end and cut agree under mu on who lets it go: cut closes
+	// it unless end has released it, and end then closes it too.
+	shared bool
+	mu     sync.Mutex
+	isCut  bool
 }
 
 // The bounds on a chunk's size line, as fasthttp's own reader has them:
@@ -250,14 +259,48 @@ func (b *answerBody[C]) releaseReader() {
 // end marks the body read to its end and lets its connection go: back to
 // the pool, unless the request or the answer asked to close it.
 func (b *answerBody[C]) end() {
+	if b.shared {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+	}
 	b.done = true
 	b.releaseReader()
 	b.br = nil
-	if b.cancel.detach() || b.closeConn || b.resp.ConnectionClose() {
+	// Shared, the answer's header is not read: the relay may be setting it
+	// (see share).
+	if b.cancel.detach() || b.closeConn || b.isCut || (!b.shared && b.resp.ConnectionClose()) {
 		b.t.close(b.hc, b.cc)
 	} else {
 		b.t.release(b.hc, b.cc)
 	}
+}
+
+// share readies the body to be read by a read-ahead's goroutine: end then
+// decides on the Connection: close asked for until now.
+func (b *answerBody[C]) share() {
+	b.closeConn = b.closeConn || b.resp.ConnectionClose()
+	b.shared = true
+}
+
+// unshare ends share, once the read-ahead's goroutine is done.
+func (b *answerBody[C]) unshare() { b.shared = false }
+
+// cut closes the connection of a body a read-ahead reads, which ends the
+// read it waits in, unless the body was read to its end and its connection
+// let go.
+func (b *answerBody[C]) cut() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.done && !b.isCut {
+		b.isCut = true
+		b.cc.Conn().Close()
+	}
+}
+
+// restFits reports whether the rest of the body may fit in n bytes: its
+// length is unknown, or at most n.
+func (b *answerBody[C]) restFits(n int) bool {
+	return !b.done && (b.length < 0 || b.left <= int64(n))
 }
 
 // Close ends the body: one not read to its end closes its connection (end
@@ -270,6 +313,7 @@ func (b *answerBody[C]) Close() error {
 	}
 	var zero C
 	b.hc, b.cc, b.br, b.resp, b.cancel = nil, zero, nil, nil, nil
+	b.shared, b.isCut = false, false
 	b.t.bodies.Put(b)
 	return nil
 }

@@ -48,6 +48,10 @@ type Deployment struct {
 	cooldown    time.Duration
 	// maxAnswer bounds an answer read whole (config limits.max_response_bytes).
 	maxAnswer int
+	// maxHeld bounds the rest of a streamed answer taken off the connection
+	// while the client does not read (config limits.max_held_answer_bytes;
+	// -1: never; see readAhead).
+	maxHeld int
 
 	// Health changes are logged to log, each kind at most once per logEvery.
 	log                      atomic.Pointer[slog.Logger]
@@ -90,6 +94,7 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 		maxFailures: int32(h.Failures),
 		cooldown:    h.Cooldown.D(),
 		maxAnswer:   l.MaxResponseBytes,
+		maxHeld:     l.MaxHeldAnswerBytes,
 		logEvery:    LogEvery,
 		maxConns:    u.MaxConns,
 		timeouts:    upstreamTimeouts(t),
@@ -157,7 +162,8 @@ func tlsConfig(isTLS bool, host string, ut config.UpstreamTLS) *tls.Config {
 // Same reports whether the deployment can be kept across a reload to u.
 func (d *Deployment) Same(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits) bool {
 	return d.cfg == u && d.timeouts == upstreamTimeouts(t) && d.maxFailures == int32(h.Failures) &&
-		d.cooldown == h.Cooldown.D() && d.maxAnswer == l.MaxResponseBytes
+		d.cooldown == h.Cooldown.D() && d.maxAnswer == l.MaxResponseBytes &&
+		d.maxHeld == l.MaxHeldAnswerBytes
 }
 
 // upstreamTimeouts is t without the timeouts of the client's side.

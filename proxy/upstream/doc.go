@@ -8,7 +8,8 @@
 // headers; the gateway writes requests and reads streamed bodies itself, see
 // transport.go), and the relay of an answer back to the client: buffered, streamed, or SSE
 // event by event, with the check that a stream reached its family's final
-// event, the reading of the token usage an answer reports, and the removal
+// event, the read-ahead that takes a finished answer off its connection
+// while the client does not read (ahead.go), the reading of the token usage an answer reports, and the removal
 // from a chat stream of what the gateway's own include_usage added (usage.go).
 //
 // It does not own the client's side: authentication, the request's body and

@@ -44,6 +44,13 @@ type Relay struct {
 
 	usage usageReader // see usage.go
 
+	// ahead takes a finished answer off its connection while the client
+	// does not read; client is the client's connection that says so, and
+	// onStall the function it calls (see ahead.go).
+	ahead   readAhead
+	client  Stalls
+	onStall func()
+
 	// linesSet says which of the headers Stream sets BeginLines put in the
 	// lines already, with Stream's values (see setStreamHeaders).
 	linesSet streamHeaders
@@ -73,10 +80,20 @@ type Tail interface {
 // chunked body's end after them, flushing each piece: held back, the last
 // events and the body's end leave the gateway in one write, where they would
 // take three, each waking the client.
-func (r *Relay) SetTail(t Tail) { r.tail = t }
+//
+// When t can say that a write to it finds no room (Stalls), the relay takes
+// a finished answer that fits the deployment's bound off its upstream
+// connection while the client does not read (see readAhead).
+func (r *Relay) SetTail(t Tail) {
+	r.tail = t
+	if s, ok := t.(Stalls); ok {
+		r.watchStalls(s)
+	}
+}
 
 // Reset makes r ready for another call.
 func (r *Relay) Reset() {
+	r.endAhead()
 	r.resp.Reset()
 	r.head.reset()
 	r.dep, r.stream, r.tap, r.tail = nil, nil, nil, nil
@@ -447,10 +464,14 @@ func (r *Relay) FirstByte() time.Time { return r.firstByte }
 
 // Close ends a streamed relay: the upstream body is closed (its connection
 // reused when fully read, else closed, which cancels the upstream call) and
-// the deployment's in-flight count ends.
+// the deployment's in-flight count ends, unless a read-ahead ended it when
+// it read the body to its end.
 func (r *Relay) Close() {
+	ended := r.endAhead() // its goroutine is done before the body closes
 	r.resp.CloseBodyStream()
-	r.dep.inflight.Add(-1)
+	if !ended {
+		r.dep.inflight.Add(-1)
+	}
 }
 
 // strippedResponseHeaders are the upstream's hop-by-hop headers, those the

@@ -22,7 +22,7 @@ func (r *Relay) Read(p []byte) (int, error) {
 		r.pending = r.pending[n:]
 		return n, nil
 	}
-	n, err := r.stream.Read(p)
+	n, err := r.readBody(p)
 	if n > 0 {
 		if r.sent == 0 {
 			r.firstByte = time.Now()
@@ -86,7 +86,9 @@ func (r *Relay) breakOff(err error) {
 // error frame saying msg.
 func (r *Relay) Abort(msg string) {
 	r.broken = true
-	r.resp.SetConnectionClose()
+	if !r.ahead.on { // else Close cuts the connection, unless the body was read to its end
+		r.resp.SetConnectionClose()
+	}
 	r.pending = append(r.pending[:0], '\n', '\n')
 	r.pending = family.AppendStreamError(r.pending, r.fam, r.responses, msg)
 }
@@ -240,8 +242,12 @@ type peeker interface {
 }
 
 // upstreamReady reports whether the next read of the upstream body returns
-// data without waiting; false when that cannot be seen.
+// data without waiting; false when that cannot be seen. During a read-ahead,
+// only what it holds is ready.
 func (r *Relay) upstreamReady() bool {
+	if r.ahead.on {
+		return r.ahead.ready()
+	}
 	p, ok := r.stream.(peeker)
 	return ok && p.ready()
 }

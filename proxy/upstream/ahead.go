@@ -1,0 +1,218 @@
+package upstream
+
+import (
+	"io"
+	"sync"
+)
+
+// A streamed answer holds its upstream connection until it is read to its
+// end, and the relay reads only as fast as the client takes what it writes:
+// a client that stops reading would keep a finished answer, and its
+// connection, out of the pool until timeouts.client_write_idle. So when a
+// write to the client finds no room (the client's connection tells, see
+// Stalls; no system call of the relay's own), the relay starts a read-ahead:
+// a goroutine reads the rest of the answer into a pooled buffer of the
+// deployment's bound (limits.max_held_answer_bytes) while the relay waits on
+// the client. An answer whose rest fits is read to its end, which hands the
+// connection back to the pool and ends the call's in-flight count; the
+// client gets it from the buffer at its own pace. A longer rest fills the
+// buffer and the read-ahead stops there: the connection stays with the call,
+// as before. The relay reads what the read-ahead holds before the body
+// again, and stops it once it has caught up, so a client that reads again
+// is served as the answer comes, not as the buffer fills.
+//
+// A client that reads promptly never stalls, and pays nothing: a nil check
+// per read.
+
+// Stalls is a client connection that can say when a write to it finds no
+// room (see Relay.SetTail).
+type Stalls interface {
+	// OnStall has a write that finds the connection's buffer full call *f,
+	// on the writing goroutine and before it waits; nil stops it.
+	OnStall(f *func())
+}
+
+// sharedBody is a streamed body that a read-ahead can read on a goroutine
+// of its own (see answerBody.share).
+type sharedBody interface {
+	io.Reader
+	share()
+	unshare()
+	cut()
+	restFits(n int) bool
+}
+
+// readAhead is a Relay's read-ahead. on and body are the relay goroutine's;
+// the rest is under mu while the read-ahead's goroutine runs.
+type readAhead struct {
+	on   bool
+	body sharedBody
+	dep  *Deployment
+
+	mu   sync.Mutex
+	cond sync.Cond // on mu: bytes read, or the goroutine done
+	buf  *[]byte   // pooled; holds (*buf)[off:n]
+	off  int
+	n    int
+	err  error // the body's read error, io.EOF at its end
+	// running is set while the goroutine reads; stop asks it to stop after
+	// its read. ended: the body was read to its end (its connection is let
+	// go and its in-flight count ended).
+	running, stop, ended bool
+}
+
+// heldBufs are read-ahead buffers; one of another size than the bound in
+// force is dropped.
+var heldBufs sync.Pool
+
+// stalled starts a read-ahead of the streamed answer, when there is none and
+// its rest may fit the deployment's bound. It is the client connection's
+// OnStall function: it runs inside a write to the client.
+func (r *Relay) stalled() {
+	a := &r.ahead
+	if a.on || r.broken || r.stream == nil || r.dep.maxHeld <= 0 {
+		return
+	}
+	body, ok := r.stream.(sharedBody)
+	if !ok || !body.restFits(r.dep.maxHeld) {
+		return
+	}
+	a.buf, _ = heldBufs.Get().(*[]byte)
+	if a.buf == nil || len(*a.buf) != r.dep.maxHeld {
+		b := make([]byte, r.dep.maxHeld)
+		a.buf = &b
+	}
+	if a.cond.L == nil {
+		a.cond.L = &a.mu
+	}
+	a.on, a.body, a.dep = true, body, r.dep
+	a.off, a.n, a.err, a.running, a.stop = 0, 0, nil, true, false
+	body.share()
+	go a.run()
+}
+
+// run reads the body into the buffer until its end, an error, a full buffer
+// or a stop.
+func (a *readAhead) run() {
+	buf := *a.buf
+	a.mu.Lock()
+	for !a.stop && a.n < len(buf) {
+		n := a.n
+		a.mu.Unlock()
+		m, err := a.body.Read(buf[n:])
+		a.mu.Lock()
+		a.n += m
+		if err == io.EOF {
+			a.ended = true
+			a.dep.inflight.Add(-1)
+		}
+		if err != nil {
+			a.err = err
+			break
+		}
+		a.cond.Broadcast()
+	}
+	a.running = false
+	a.cond.Broadcast()
+	a.mu.Unlock()
+}
+
+// read reads into p what the read-ahead holds, waiting for the goroutine
+// when it holds nothing yet, and stopping it then: the relay has caught up.
+// done says that the read-ahead is spent: it holds nothing more and its
+// goroutine is gone; err is then the body's error, if it had one.
+func (a *readAhead) read(p []byte) (n int, done bool, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.off == a.n && a.running {
+		a.stop = true
+		a.cond.Wait()
+	}
+	if a.off < a.n {
+		n = copy(p, (*a.buf)[a.off:a.n])
+		a.off += n
+		return n, false, nil
+	}
+	return 0, true, a.err
+}
+
+// ready reports whether read returns bytes without waiting.
+func (a *readAhead) ready() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.off < a.n
+}
+
+// halt stops the goroutine at once (a read it waits in is cut short by
+// closing the connection, unless the body was read to its end) and waits
+// for it.
+func (a *readAhead) halt() {
+	a.mu.Lock()
+	running := a.running
+	a.stop = true
+	a.mu.Unlock()
+	if running {
+		a.body.cut()
+	}
+	a.mu.Lock()
+	for a.running {
+		a.cond.Wait()
+	}
+	a.mu.Unlock()
+}
+
+// finish ends a spent or halted read-ahead: the body is the relay's again.
+func (a *readAhead) finish() {
+	if !a.on {
+		return
+	}
+	a.body.unshare()
+	heldBufs.Put(a.buf)
+	a.on, a.body, a.dep, a.buf, a.err = false, nil, nil, nil, nil
+	a.off, a.n = 0, 0
+}
+
+// readBody reads the upstream body: from the read-ahead while there is one.
+func (r *Relay) readBody(p []byte) (int, error) {
+	if r.ahead.on {
+		n, done, err := r.ahead.read(p)
+		if !done {
+			return n, nil
+		}
+		r.ahead.finish()
+		if err != nil {
+			return 0, err
+		}
+	}
+	return r.stream.Read(p)
+}
+
+// watchStalls has the client's connection c start a read-ahead when a write
+// to it finds no room; the deployment's bound decides whether one may.
+func (r *Relay) watchStalls(c Stalls) {
+	if r.dep == nil || r.dep.maxHeld <= 0 {
+		return
+	}
+	if r.onStall == nil {
+		r.onStall = r.stalled // one method value per Relay, not per call
+	}
+	r.client = c
+	c.OnStall(&r.onStall)
+}
+
+// endAhead stops watching the client's stalls and ends any read-ahead, its
+// goroutine halted first. It reports whether the read-ahead read the body
+// to its end (the in-flight count is then ended).
+func (r *Relay) endAhead() bool {
+	if r.client != nil {
+		r.client.OnStall(nil)
+		r.client = nil
+	}
+	if r.ahead.on {
+		r.ahead.halt()
+		r.ahead.finish()
+	}
+	ended := r.ahead.ended
+	r.ahead.ended = false
+	return ended
+}
