@@ -12,5 +12,9 @@
 // (proxy/upstream), body parsing (parse), the choice of a deployment for a
 // session (affinity), the keys' rate limits and their counters
 // (proxy/ratelimit: proxy asks it before a call is routed and writes the
-// refusal) or durable records (store). Its sub-packages never import it.
+// refusal), the callers' keys as records and the snapshot the request path
+// reads (proxy/keys), the admin API's handlers (proxy/admin), the spans of
+// traces (proxy/trace), the client listener's TLS and its reload
+// (proxy/edgetls) or durable records (store). Its sub-packages never import
+// it.
 package proxy
