@@ -46,9 +46,11 @@ type Blobs struct {
 var _ Store = (*Blobs)(nil)
 
 // recordEngine is an engine that can hold a file's record apart from its bytes: an upload
-// begun on it and committed without chunks records f.Size as given.
+// begun on it and committed without chunks records f.Size as given. It holds the callers'
+// keys too, which the Blobs hands on to it (see blobs_keys.go).
 type recordEngine interface {
 	Store
+	KeyStore
 	beginUpload(f *File) (upload, error)
 	getFileMeta(owner, id string) (File, error)
 }
