@@ -241,7 +241,12 @@ func (u *blobUpload) put(idx uint32, chunk []byte) error {
 		}
 		u.multi = id
 	}
-	p, err := o.c.PutObjectPart(ctx, o.bucket, u.name, u.multi, int(idx)+1, bytes.NewReader(chunk), int64(len(chunk)), minio.PutObjectPartOptions{})
+	var p minio.ObjectPart
+	r := bytes.NewReader(chunk)
+	err := idempotent(r, func() (err error) {
+		p, err = o.c.PutObjectPart(ctx, o.bucket, u.name, u.multi, int(idx)+1, r, int64(len(chunk)), minio.PutObjectPartOptions{})
+		return err
+	})
 	if err != nil {
 		return s3Err("write file data", err)
 	}

@@ -173,15 +173,34 @@ func noSuchKey(err error) bool {
 	return minio.ToErrorResponse(err).Code == minio.NoSuchKey
 }
 
-// put writes an object of size bytes read from r.
-func (o *objects) put(name string, r io.Reader, size int64) error {
-	ctx, cancel := o.ctx()
-	defer cancel()
-	_, err := o.c.PutObject(ctx, o.bucket, name, r, size, "", "", minio.PutObjectOptions{})
+// put writes an object of size bytes read from r (see idempotent).
+func (o *objects) put(name string, r io.ReadSeeker, size int64) error {
+	err := idempotent(r, func() error {
+		ctx, cancel := o.ctx()
+		defer cancel()
+		_, err := o.c.PutObject(ctx, o.bucket, name, r, size, "", "", minio.PutObjectOptions{})
+		return err
+	})
 	if err != nil {
 		return s3Err("write file data", err)
 	}
 	return nil
+}
+
+// idempotent runs a write of the bytes of r that may be made twice (a PUT of an object
+// or of a part: the same name, the same bytes) and makes it once more, from r's start,
+// when it failed without an answer of the service. That is what a kept-alive connection
+// the service closed while idle gives (Go's transport resends only GET-like requests
+// then), and the client is made with one try so that a service down is answered at once.
+func idempotent(r io.Seeker, write func() error) error {
+	err := write()
+	if err == nil || minio.ToErrorResponse(err).StatusCode != 0 {
+		return err
+	}
+	if _, serr := r.Seek(0, io.SeekStart); serr != nil {
+		return err
+	}
+	return write()
 }
 
 // remove deletes an object; an object that is not there is no error.
