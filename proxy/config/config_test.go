@@ -212,6 +212,14 @@ func TestConfigValidationNamesField(t *testing.T) {
 	f("bad duration", base(okKeys, okUps, okModels)+"timeouts: {connect: soon}\n", "soon")
 	f("bad group", base(okKeys, okUps, okModels)+"groups:\n  - {name: \"a/b\", upstreams: [u1]}\n", "groups[0].name")
 	f("group unknown upstream", base(okKeys, okUps, okModels)+"groups:\n  - {name: g, upstreams: [zz]}\n", "groups[0].upstreams[0]")
+	alphaUp := "  - {name: a1, family: alpha, base_url: \"http://127.0.0.1:1/v1\", api_key: topsecret}\n"
+	f("unknown fallback", base(okKeys, okUps, "  - {id: m, upstreams: [u1], fallbacks: [nope]}\n"), `models[0].fallbacks[0]: unknown model "nope"`)
+	f("fallback to itself", base(okKeys, okUps, "  - {id: m, upstreams: [u1], fallbacks: [m]}\n"), "models[0].fallbacks[0]")
+	f("fallback cycle", base(okKeys, okUps, "  - {id: m, upstreams: [u1], fallbacks: [n]}\n  - {id: n, upstreams: [u1], fallbacks: [o]}\n  - {id: o, upstreams: [u1], fallbacks: [m]}\n"),
+		`models[0].fallbacks[0]: cycle: model "n" falls back`)
+	f("fallback of another family", base(okKeys, okUps+alphaUp, "  - {id: m, upstreams: [u1], fallbacks: [n]}\n  - {id: n, upstreams: [a1]}\n"),
+		`models[0].fallbacks[0]: model "n" has no deployment of a family of "m"`)
+	f("duplicate fallback", base(okKeys, okUps, "  - {id: m, upstreams: [u1], fallbacks: [n, n]}\n  - {id: n, upstreams: [u1]}\n"), "models[0].fallbacks[1]")
 	f("held answer bound too small", base(okKeys, okUps, okModels)+"limits: {max_held_answer_bytes: 100}\n", "limits.max_held_answer_bytes")
 	f("held answer bound below off", base(okKeys, okUps, okModels)+"limits: {max_held_answer_bytes: -2}\n", "limits.max_held_answer_bytes")
 	f("bad durability", base(okKeys, okUps, okModels)+"store: {durability: fsync}\n", "store.durability")
