@@ -68,8 +68,11 @@ func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool)
 		return
 	}
 	i, dep := r.Pick(c.sessionHash, c.hasSession, 0)
-	if dep == nil && c.model != nil && c.model.fallbacks != nil {
-		r, i, dep = c.fallBack(len(body)) // every deployment is excluded
+	if (dep == nil || dep.ExcludedNow()) && c.hasFallback() {
+		// Every deployment of the model is excluded: a fallback model's may not be.
+		if fr, fi, fdep := c.fallBack(len(body)); fdep != nil {
+			r, i, dep = fr, fi, fdep
+		}
 	}
 	c.try(r, i, dep, path, body, stream)
 }
@@ -108,8 +111,9 @@ func (c *call) try(r *upstream.Route, i int, dep *upstream.Deployment, path stri
 // within retry.attempts and dep's retry budget, which the retry spends. A
 // stale connection (RetryStale) goes again to dep on a connection dialled
 // for it, once a call; any other reason to r's next choice, or, when r has
-// none left and the reason allows (fallsBack), to the first choice of the
-// next fallback model's route, which it returns with the choice.
+// none left but excluded ones and the reason allows (fallsBack), to the
+// first choice of the next fallback model's route, which it returns with the
+// choice.
 func (c *call) again(r *upstream.Route, tried affinity.Set, i int, dep *upstream.Deployment, reason upstream.RetryReason, bodyLen int) (*upstream.Route, int, *upstream.Deployment) {
 	stale := reason == upstream.RetryStale
 	switch {
@@ -127,11 +131,14 @@ func (c *call) again(r *upstream.Route, tried affinity.Set, i int, dep *upstream
 	next, nextDep := i, dep
 	if stale {
 		c.up.Redial()
-	} else if next, nextDep = r.Pick(c.sessionHash, c.hasSession, tried); nextDep == nil {
-		if !fallsBack(reason) || c.model == nil || c.model.fallbacks == nil && c.asked == nil {
-			return nil, -1, nil
+	} else if next, nextDep = r.Pick(c.sessionHash, c.hasSession, tried); nextDep == nil || nextDep.ExcludedNow() {
+		// No deployment of the model is left, or only excluded ones.
+		if fallsBack(reason) && c.hasFallback() {
+			if fr, fn, fdep := c.fallBack(bodyLen); fdep != nil {
+				r, next, nextDep = fr, fn, fdep
+			}
 		}
-		if r, next, nextDep = c.fallBack(bodyLen); nextDep == nil {
+		if nextDep == nil {
 			return nil, -1, nil
 		}
 	}

@@ -26,6 +26,14 @@ func fallsBack(reason upstream.RetryReason) bool {
 	return true
 }
 
+// hasFallback reports whether the call's chain has a model left to try.
+func (c *call) hasFallback() bool {
+	if c.asked != nil {
+		return c.nextFallback < len(c.asked.fallbacks)
+	}
+	return c.model != nil && c.model.fallbacks != nil
+}
+
 // fallBack moves the call to the next model of its chain that the key may
 // use, that has a deployment in the call's family and group to pick, that
 // the key's limits admit and whose renamed body fits the body budget, and

@@ -2,12 +2,10 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/modelgate/gateway/bench/sim"
@@ -31,6 +29,11 @@ groups:
 // metrics.
 func TestFallbackServesRateLimitedModel(t *testing.T) {
 	e := newEnv(t, withFallbacks)
+	// A call that needs no fallback carries no x-gateway-model.
+	status, h, _ := e.do("POST", "/v1/router/beta/v1/chat/completions", bearer(keyA), chatBodyFor("busy-model"))
+	if status != 200 || len(h.Peek("x-gateway-model")) != 0 {
+		t.Fatalf("status %d, x-gateway-model %q", status, h.Peek("x-gateway-model"))
+	}
 	e.sim("d1").SetFault(sim.Fault{Status: 429})
 	before := e.scrape()
 	var resp *http.Response
@@ -45,8 +48,8 @@ func TestFallbackServesRateLimitedModel(t *testing.T) {
 		t.Fatalf("answer %q is not d2's", out.Choices[0].Message.Content)
 	}
 	d1, d2 := e.sim("d1").Requests(), e.sim("d2").Requests()
-	if len(d1) != 1 || len(d2) != 1 {
-		t.Fatalf("d1 saw %d requests, d2 %d; want 1 and 1", len(d1), len(d2))
+	if len(d1) != 2 || len(d2) != 1 {
+		t.Fatalf("d1 saw %d requests, d2 %d; want 2 and 1", len(d1), len(d2))
 	}
 	if !strings.Contains(string(d2[0].Body), `"model":"spare-provider"`) || strings.Contains(string(d2[0].Body), "busy-model") {
 		t.Fatalf("d2's body: %s", d2[0].Body)
@@ -70,16 +73,11 @@ func TestFallbackServesRateLimitedModel(t *testing.T) {
 	if err := stream.Err(); err != nil || n == 0 {
 		t.Fatalf("stream: %d chunks, %v", n, err)
 	}
-	// A call that needs no fallback carries no x-gateway-model.
-	e.sim("d1").SetFault(sim.Fault{})
-	status, h, _ := e.do("POST", "/v1/router/beta/v1/chat/completions", bearer(keyA), chatBodyFor("busy-model"))
-	if status != 200 || len(h.Peek("x-gateway-model")) != 0 {
-		t.Fatalf("status %d, x-gateway-model %q", status, h.Peek("x-gateway-model"))
-	}
 }
 
 // With retry.attempts spent, nothing falls back: the last upstream answer
-// reaches the client as it was.
+// reaches the client as it was. A model whose deployments are all excluded
+// goes to its fallback at its first send.
 func TestFallbackWithinRetryAttempts(t *testing.T) {
 	e := newEnv(t, func(y string) string { return noFailover(withFallbacks(y)) })
 	e.sim("d1").SetFault(sim.Fault{Status: 429, RetryAfter: "7"})
@@ -87,13 +85,20 @@ func TestFallbackWithinRetryAttempts(t *testing.T) {
 	if status != 429 || string(h.Peek("Retry-After")) != "7" || !strings.Contains(string(body), "Simulated failure") || len(h.Peek("x-gateway-model")) != 0 {
 		t.Fatalf("status %d retry-after %q x-gateway-model %q body %s", status, h.Peek("Retry-After"), h.Peek("x-gateway-model"), body)
 	}
-	_, err := e.openai(keyA).Chat.Completions.New(context.Background(), chatParams("busy-model"))
-	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 429 {
-		t.Fatalf("want the provider's 429, got %v", err)
+	if d1, d2 := len(e.sim("d1").Requests()), len(e.sim("d2").Requests()); d1 != 1 || d2 != 0 {
+		t.Fatalf("d1 saw %d requests, d2 %d; want 1 and 0", d1, d2)
 	}
-	if d2 := len(e.sim("d2").Requests()); d2 != 0 {
-		t.Fatalf("d2 saw %d requests", d2)
+	// d1 is now excluded for its retry-after: the next call goes to the
+	// fallback model at once, which is its first send, not a resend.
+	var resp *http.Response
+	if _, err := e.openai(keyA).Chat.Completions.New(context.Background(), chatParams("busy-model"), option.WithResponseInto(&resp)); err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Header.Get("x-gateway-model"); got != "spare-model" {
+		t.Fatalf("x-gateway-model %q, want spare-model", got)
+	}
+	if d1, d2 := len(e.sim("d1").Requests()), len(e.sim("d2").Requests()); d1 != 1 || d2 != 1 {
+		t.Fatalf("d1 saw %d requests, d2 %d; want 1 and 1", d1, d2)
 	}
 }
 
