@@ -138,3 +138,22 @@ func TestFallbackNeverForContinuation(t *testing.T) {
 		t.Fatalf("a new response: x-gateway-model %q", got)
 	}
 }
+
+// A key that may not use the fallback model does not fall back: its client
+// gets the model's own 429, and the fallback's deployment never sees the call.
+func TestFallbackNeedsKeyAccess(t *testing.T) {
+	e := newKeysEnv(t, func(y string) string { return withAdmin("")(withFallbacks(y)) })
+	only := e.adminJSON("POST", "/admin/v1/keys", `{"name":"busy-only","models":["busy-model"]}`, 201)["key"].(string)
+	both := e.adminJSON("POST", "/admin/v1/keys", `{"name":"busy-and-spare","models":["busy-model","spare-model"]}`, 201)["key"].(string)
+	e.sim("d1").SetFault(sim.Fault{Status: 429, RetryAfter: "120", Times: 1})
+	if status, body := e.chatStatus(only, "busy-model"); status != 429 {
+		t.Fatalf("a key without the fallback: %d %s", status, body)
+	}
+	if d2 := len(e.sim("d2").Requests()); d2 != 0 {
+		t.Fatalf("d2 saw %d requests", d2)
+	}
+	status, h, body := e.do("POST", "/v1/router/beta/v1/chat/completions", bearer(both), chatBodyFor("busy-model"))
+	if status != 200 || string(h.Peek("x-gateway-model")) != "spare-model" {
+		t.Fatalf("a key with the fallback: %d %q %s", status, h.Peek("x-gateway-model"), body)
+	}
+}
