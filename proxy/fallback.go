@@ -46,7 +46,7 @@ func (c *call) fallBack(bodyLen int) (*upstream.Route, int, *upstream.Deployment
 	for c.nextFallback < len(chain) {
 		fb := chain[c.nextFallback]
 		c.nextFallback++
-		if fb.image != c.asked.image || !c.access.Allows(s2b(fb.id)) {
+		if (c.ep == epImages || c.ep == epGenerateContent) && !fb.image || !c.access.Allows(s2b(fb.id)) {
 			continue
 		}
 		_, r, _ := c.st.routeFor(s2b(fb.id), c.family, c.group)
