@@ -370,3 +370,23 @@ func TestREADMEExample(t *testing.T) {
 		t.Fatalf("the example shows no per-deployment model name: %+v", u)
 	}
 }
+
+// A chain of fallbacks without a cycle, of models sharing a family, is valid.
+func TestFallbacksValid(t *testing.T) {
+	y := `keys: [{id: a, key: k}]
+upstreams:
+  - {name: u1, family: beta, base_url: "http://127.0.0.1:1/v1", api_key: k}
+  - {name: a1, family: alpha, base_url: "http://127.0.0.1:1/v1", api_key: k}
+models:
+  - {id: m, upstreams: [u1, a1], fallbacks: [n, o]}
+  - {id: n, upstreams: [a1], fallbacks: [o]}
+  - {id: o, upstreams: [u1, a1]}
+`
+	cfg, err := Parse([]byte(y), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Models[0].Fallbacks; len(got) != 2 || got[0] != "n" || got[1] != "o" {
+		t.Fatalf("fallbacks %v", got)
+	}
+}
