@@ -294,7 +294,7 @@ health: {failures: [3]}
 	for _, want := range []string{
 		`upstreams[0].max_conns: expected an integer, not "many" (line 5)`,
 		`upstreams[1].api_key: required`,
-		`models[0].upstream: unknown field (line 8); known fields here: created, id, image, owned_by, reasoning, supported_parameters, upstreams`,
+		`models[0].upstream: unknown field (line 8); known fields here: created, fallbacks, id, image, owned_by, reasoning, supported_parameters, upstreams`,
 		`models[0].upstreams: at least one upstream is required`,
 		`models[1].upstreams: expected a list such as [a, b], not "u1" (line 9)`,
 		`models[2].upstreams[1].extra: unknown field (line 10); known fields here: model, name`,
