@@ -39,10 +39,11 @@ func (c *call) hasFallback() bool {
 // the key's limits admit and whose renamed body fits the body budget, and
 // returns that choice; nil, with the call unchanged, when none is left.
 func (c *call) fallBack(bodyLen int) (*upstream.Route, int, *upstream.Deployment) {
-	if c.asked == nil {
-		c.asked = c.model
+	asked := c.asked
+	if asked == nil {
+		asked = c.model // the call has not fallen back yet: it keeps its model until it does
 	}
-	chain := c.asked.fallbacks
+	chain := asked.fallbacks
 	for c.nextFallback < len(chain) {
 		fb := chain[c.nextFallback]
 		c.nextFallback++
@@ -64,7 +65,7 @@ func (c *call) fallBack(bodyLen int) (*upstream.Route, int, *upstream.Deployment
 		if c.ticket.Held() {
 			c.g.limits.Done(&c.ticket, 0)
 		}
-		c.ticket, c.model = t, fb
+		c.ticket, c.model, c.asked = t, fb, asked
 		return r, i, dep
 	}
 	return nil, -1, nil

@@ -146,8 +146,8 @@ func TestFallbackNeedsKeyAccess(t *testing.T) {
 	only := e.adminJSON("POST", "/admin/v1/keys", `{"name":"busy-only","models":["busy-model"]}`, 201)["key"].(string)
 	both := e.adminJSON("POST", "/admin/v1/keys", `{"name":"busy-and-spare","models":["busy-model","spare-model"]}`, 201)["key"].(string)
 	e.sim("d1").SetFault(sim.Fault{Status: 429, RetryAfter: "120", Times: 1})
-	if status, body := e.chatStatus(only, "busy-model"); status != 429 {
-		t.Fatalf("a key without the fallback: %d %s", status, body)
+	if status, h, body := e.do("POST", "/v1/router/beta/v1/chat/completions", bearer(only), chatBodyFor("busy-model")); status != 429 || len(h.Peek("x-gateway-model")) != 0 {
+		t.Fatalf("a key without the fallback: %d, x-gateway-model %q, %s", status, h.Peek("x-gateway-model"), body)
 	}
 	if d2 := len(e.sim("d2").Requests()); d2 != 0 {
 		t.Fatalf("d2 saw %d requests", d2)
