@@ -34,25 +34,32 @@ func (s *bodyShares) total() int { return s.body + s.spliced + s.renamed + s.inl
 // reserveShare grows the call's share *share to size bytes, reserving the
 // difference, or answers 503 (or 413, see above) and returns false.
 func (c *call) reserveShare(share *int, size int) bool {
+	if e := c.growShare(share, size); e != nil {
+		c.fail(e)
+		return false
+	}
+	return true
+}
+
+// growShare grows *share to size bytes, or returns why it cannot.
+func (c *call) growShare(share *int, size int) *Error {
 	n := size - *share
 	if n <= 0 {
-		return true
+		return nil
 	}
 	limit := c.st.cfg.Limits.MaxBufferedBodyBytes
 	if c.shares.total()+n > limit {
-		c.fail(&Error{Status: 413, Reason: "body_budget_too_small",
+		return &Error{Status: 413, Reason: "body_budget_too_small",
 			Message: "the request, with the copies the gateway makes of it, needs more memory than the gateway's whole budget for request bodies: " +
-				strconv.Itoa(limit) + " bytes"})
-		return false
+				strconv.Itoa(limit) + " bytes"}
 	}
 	if c.g.bodiesHeld.Add(int64(n)) > int64(limit) {
 		c.g.bodiesHeld.Add(-int64(n))
-		c.fail(&Error{Status: 503, Reason: "body_budget", RetryAfter: 1,
-			Message: "busy: the gateway holds too many request bodies; retry shortly"})
-		return false
+		return &Error{Status: 503, Reason: "body_budget", RetryAfter: 1,
+			Message: "busy: the gateway holds too many request bodies; retry shortly"}
 	}
 	*share = size
-	return true
+	return nil
 }
 
 // reserveUpTo reserves what a body buffer of capacity size needs beyond the

@@ -92,6 +92,13 @@ type call struct {
 	// care of (see settleBody).
 	bodyDone bool
 
+	// asked is the model the client named, once the call fell back to
+	// another (nil before); nextFallback indexes asked.fallbacks; group is
+	// the routing group of the call's base, if any. See fallback.go.
+	asked        *model
+	nextFallback int
+	group        []byte
+
 	// What the access log and metrics read when the call finishes.
 	reason      string    // why the gateway rejected the call ("" when it did not)
 	firstByte   time.Time // when the first answer byte was ready (a stream's: up.FirstByte)
@@ -169,6 +176,7 @@ func (c *call) release() {
 	c.fields.Reset()
 	c.up.Reset()
 	c.g, c.st, c.ctx, c.model, c.dep = nil, nil, nil, nil, nil
+	c.asked, c.nextFallback, c.group = nil, 0, nil
 	c.keyID, c.access = "", nil
 	c.done, c.bodyDone, c.attempts = false, false, 0
 	c.sent, c.reached = false, false
@@ -445,6 +453,7 @@ func (c *call) routeNamed(name, group []byte) *upstream.Route {
 		return nil
 	}
 	m, r, ok := c.st.routeFor(name, c.family, group)
+	c.group = group
 	if !ok {
 		c.fail(&Error{Status: 404, Reason: "model_unknown", Param: "model", Code: "model_not_found",
 			Message: "the model '" + string(name) + "' does not exist or you do not have access to it"})
@@ -487,14 +496,11 @@ func (c *call) forwardTo(dep *upstream.Deployment, path string, body []byte, str
 func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream bool) error {
 	c.dep = dep
 	ask := stream && c.asksUsage()
-	renamed := false
-	if c.model != nil && c.model.renamed != nil {
-		if pm, ok := c.model.renamed[dep.Name()]; ok {
-			var err error
-			if path, body, err = c.rename(pm, path, body, ask); err != nil {
-				return err
-			}
-			renamed = true
+	pm, renamed := c.providerModel(dep)
+	if renamed {
+		var err error
+		if path, body, err = c.rename(pm, path, body, ask); err != nil {
+			return err
 		}
 	}
 	if ask && !renamed {
@@ -730,6 +736,7 @@ func (c *call) relay() {
 	}
 	c.begin(out)
 	c.setRequestIDHeader()
+	c.setServedModel()
 	if !c.up.Streamed() {
 		body := out.Body()
 		if c.onAnswer != nil && !c.onAnswer(c, body) {

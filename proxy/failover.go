@@ -68,6 +68,12 @@ func (c *call) forward(r *upstream.Route, path string, body []byte, stream bool)
 		return
 	}
 	i, dep := r.Pick(c.sessionHash, c.hasSession, 0)
+	if (dep == nil || dep.ExcludedNow()) && c.hasFallback() {
+		// Every deployment of the model is excluded: a fallback model's may not be.
+		if fr, fi, fdep := c.fallBack(len(body)); fdep != nil {
+			r, i, dep = fr, fi, fdep
+		}
+	}
 	c.try(r, i, dep, path, body, stream)
 }
 
@@ -82,7 +88,7 @@ func (c *call) try(r *upstream.Route, i int, dep *upstream.Deployment, path stri
 		c.attempts++
 		err := c.send(dep, path, body, stream)
 		reason := c.up.Classify(err)
-		next, nextDep := c.again(r, tried, i, dep, reason)
+		nextR, next, nextDep := c.again(r, tried, i, dep, reason, len(body))
 		if nextDep == nil {
 			c.answer(err)
 			return
@@ -91,7 +97,10 @@ func (c *call) try(r *upstream.Route, i int, dep *upstream.Deployment, path stri
 		if err == nil {
 			c.up.Discard()
 		}
-		i, dep = next, nextDep
+		if nextR != r {
+			tried = 0 // a fallback model's route
+		}
+		r, i, dep = nextR, next, nextDep
 	}
 	c.fail(&Error{Status: 502, Reason: "upstream_unreachable", Message: "no upstream deployment could be reached"})
 }
@@ -101,30 +110,41 @@ func (c *call) try(r *upstream.Route, i int, dep *upstream.Deployment, path stri
 // not. The endpoint's retry class must allow the reason (see mayRetry),
 // within retry.attempts and dep's retry budget, which the retry spends. A
 // stale connection (RetryStale) goes again to dep on a connection dialled
-// for it, once a call; any other reason to r's next choice.
-func (c *call) again(r *upstream.Route, tried affinity.Set, i int, dep *upstream.Deployment, reason upstream.RetryReason) (int, *upstream.Deployment) {
+// for it, once a call; any other reason to r's next choice, or, when r has
+// none left but excluded ones and the reason allows (fallsBack), to the
+// first choice of the next fallback model's route, which it returns with the
+// choice.
+func (c *call) again(r *upstream.Route, tried affinity.Set, i int, dep *upstream.Deployment, reason upstream.RetryReason, bodyLen int) (*upstream.Route, int, *upstream.Deployment) {
 	stale := reason == upstream.RetryStale
 	switch {
 	case !c.mayRetry(reason) || c.attempts >= c.st.cfg.Retry.Attempts:
-		return -1, nil
+		return nil, -1, nil
 	case stale && c.up.StaleRetries > 0, !stale && r == nil:
-		return -1, nil
+		return nil, -1, nil
 	}
 	now := time.Now().Unix()
 	rc := &c.st.cfg.Retry
 	if !dep.Budget.Allows(now, rc.BudgetPercent, rc.BudgetMinPerSecond) {
 		dep.Stats.Refused()
-		return -1, nil
+		return nil, -1, nil
 	}
 	next, nextDep := i, dep
 	if stale {
 		c.up.Redial()
-	} else if next, nextDep = r.Pick(c.sessionHash, c.hasSession, tried); nextDep == nil {
-		return -1, nil
+	} else if next, nextDep = r.Pick(c.sessionHash, c.hasSession, tried); nextDep == nil || nextDep.ExcludedNow() {
+		// No deployment of the model is left, or only excluded ones.
+		if fallsBack(reason) && c.hasFallback() {
+			if fr, fn, fdep := c.fallBack(bodyLen); fdep != nil {
+				r, next, nextDep = fr, fn, fdep
+			}
+		}
+		if nextDep == nil {
+			return nil, -1, nil
+		}
 	}
 	dep.Budget.Spend(now)
 	dep.Stats.Retried(reason)
-	return next, nextDep
+	return r, next, nextDep
 }
 
 // answer relays the answer of the last send, or answers its error.

@@ -85,7 +85,7 @@ upstreams:
   - {name: u1, family: beta, base_url: "http://%[1]s/v1", api_key: k}
   - {name: u2, family: beta, base_url: "http://%[1]s/v1", api_key: k}
 models:
-  - {id: m, upstreams: [u1, u2]}
+  - {id: m, upstreams: [u1, u2], fallbacks: [n]}
   - {id: n, upstreams: [{name: u1, model: provider-n}, {name: u2, model: provider-n}]}
 `, upLn.Addr())
 	cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })

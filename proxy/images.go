@@ -198,6 +198,7 @@ func (c *call) gammaRoute(name, group []byte) *upstream.Route {
 		return nil
 	}
 	m, r, ok := c.st.routeFor(name, family.Gamma, group)
+	c.group = group
 	var why string
 	switch {
 	case !ok:

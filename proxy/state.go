@@ -43,8 +43,13 @@ type model struct {
 	// renamed holds, by deployment name, what the deployments that know the model
 	// by another name call it; nil when none does.
 	renamed map[string]providerModel
-	stats   modelStats // request counters; see observe.go
-	tokens  tokenStats // token counters per key id; see tokens.go
+	// self is the model's id as sent in a body, for a call that falls back
+	// to it on a deployment that does not rename it; fallbacks are the
+	// models of models[].fallbacks, in order (see fallback.go).
+	self      providerModel
+	fallbacks []*model
+	stats     modelStats // request counters; see observe.go
+	tokens    tokenStats // token counters per key id; see tokens.go
 }
 
 // buildState makes a state from cfg, reusing unchanged deployments of prev so
@@ -88,6 +93,12 @@ func buildState(cfg *config.Config, keys Verifier, prev *state, now time.Time) (
 		}
 		st.models[mc.ID] = m
 	}
+	for _, mc := range cfg.Models {
+		m := st.models[mc.ID]
+		for _, id := range mc.Fallbacks {
+			m.fallbacks = append(m.fallbacks, st.models[id])
+		}
+	}
 	if err := st.renderModelLists(modelEntries(cfg, prev, now)); err != nil {
 		return nil, err
 	}
@@ -98,6 +109,8 @@ func buildState(cfg *config.Config, keys Verifier, prev *state, now time.Time) (
 // and per group when there are groups.
 func (st *state) newModel(mc config.Model) (*model, error) {
 	m := &model{id: mc.ID, image: mc.Image, renamed: providerModels(mc)}
+	lit, _ := json.Marshal(mc.ID) // a string always marshals
+	m.self = providerModel{json: lit, name: mc.ID}
 	var err error
 	if m.routes, err = st.routesFor(mc, nil); err != nil {
 		return nil, fmt.Errorf("models %q: %w", mc.ID, err)

@@ -180,6 +180,9 @@ type Model struct {
 	Created             int64           `yaml:"created"`
 	SupportedParameters []string        `yaml:"supported_parameters"`
 	Reasoning           *Reasoning      `yaml:"reasoning"`
+	// Fallbacks are the ids of the models a call goes to, in order, when no
+	// deployment of this one could answer it (docs/routing.md).
+	Fallbacks []string `yaml:"fallbacks"`
 }
 
 // ModelUpstream is one deployment of a model. In YAML it is the deployment's name, or

@@ -212,6 +212,14 @@ func TestConfigValidationNamesField(t *testing.T) {
 	f("bad duration", base(okKeys, okUps, okModels)+"timeouts: {connect: soon}\n", "soon")
 	f("bad group", base(okKeys, okUps, okModels)+"groups:\n  - {name: \"a/b\", upstreams: [u1]}\n", "groups[0].name")
 	f("group unknown upstream", base(okKeys, okUps, okModels)+"groups:\n  - {name: g, upstreams: [zz]}\n", "groups[0].upstreams[0]")
+	alphaUp := "  - {name: a1, family: alpha, base_url: \"http://127.0.0.1:1/v1\", api_key: topsecret}\n"
+	f("unknown fallback", base(okKeys, okUps, "  - {id: m, upstreams: [u1], fallbacks: [nope]}\n"), `models[0].fallbacks[0]: unknown model "nope"`)
+	f("fallback to itself", base(okKeys, okUps, "  - {id: m, upstreams: [u1], fallbacks: [m]}\n"), "models[0].fallbacks[0]")
+	f("fallback cycle", base(okKeys, okUps, "  - {id: m, upstreams: [u1], fallbacks: [n]}\n  - {id: n, upstreams: [u1], fallbacks: [o]}\n  - {id: o, upstreams: [u1], fallbacks: [m]}\n"),
+		`models[0].fallbacks[0]: cycle: model "n" falls back`)
+	f("fallback of another family", base(okKeys, okUps+alphaUp, "  - {id: m, upstreams: [u1], fallbacks: [n]}\n  - {id: n, upstreams: [a1]}\n"),
+		`models[0].fallbacks[0]: model "n" has no deployment of a family of "m"`)
+	f("duplicate fallback", base(okKeys, okUps, "  - {id: m, upstreams: [u1], fallbacks: [n, n]}\n  - {id: n, upstreams: [u1]}\n"), "models[0].fallbacks[1]")
 	f("held answer bound too small", base(okKeys, okUps, okModels)+"limits: {max_held_answer_bytes: 100}\n", "limits.max_held_answer_bytes")
 	f("held answer bound below off", base(okKeys, okUps, okModels)+"limits: {max_held_answer_bytes: -2}\n", "limits.max_held_answer_bytes")
 	f("bad durability", base(okKeys, okUps, okModels)+"store: {durability: fsync}\n", "store.durability")
@@ -286,7 +294,7 @@ health: {failures: [3]}
 	for _, want := range []string{
 		`upstreams[0].max_conns: expected an integer, not "many" (line 5)`,
 		`upstreams[1].api_key: required`,
-		`models[0].upstream: unknown field (line 8); known fields here: created, id, image, owned_by, reasoning, supported_parameters, upstreams`,
+		`models[0].upstream: unknown field (line 8); known fields here: created, fallbacks, id, image, owned_by, reasoning, supported_parameters, upstreams`,
 		`models[0].upstreams: at least one upstream is required`,
 		`models[1].upstreams: expected a list such as [a, b], not "u1" (line 9)`,
 		`models[2].upstreams[1].extra: unknown field (line 10); known fields here: model, name`,
@@ -360,5 +368,25 @@ func TestREADMEExample(t *testing.T) {
 	}
 	if u := cfg.Models[0].Upstreams; len(u) != 2 || u[1].Model == "" {
 		t.Fatalf("the example shows no per-deployment model name: %+v", u)
+	}
+}
+
+// A chain of fallbacks without a cycle, of models sharing a family, is valid.
+func TestFallbacksValid(t *testing.T) {
+	y := `keys: [{id: a, key: k}]
+upstreams:
+  - {name: u1, family: beta, base_url: "http://127.0.0.1:1/v1", api_key: k}
+  - {name: a1, family: alpha, base_url: "http://127.0.0.1:1/v1", api_key: k}
+models:
+  - {id: m, upstreams: [u1, a1], fallbacks: [n, o]}
+  - {id: n, upstreams: [a1], fallbacks: [o]}
+  - {id: o, upstreams: [u1, a1]}
+`
+	cfg, err := Parse([]byte(y), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Models[0].Fallbacks; len(got) != 2 || got[0] != "n" || got[1] != "o" {
+		t.Fatalf("fallbacks %v", got)
 	}
 }

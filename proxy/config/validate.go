@@ -147,6 +147,74 @@ func (p *problems) models(models []Model, ups map[string]family.Family) {
 			p.reasoning(f+".reasoning", r)
 		}
 	}
+	p.fallbacks(models, ups)
+}
+
+// fallbacks checks every model's fallbacks: known models, not repeated, each
+// with a deployment of a family the model has, and no chain that leads back
+// to the model it left.
+func (p *problems) fallbacks(models []Model, ups map[string]family.Family) {
+	byID := make(map[string]*Model, len(models))
+	for i := range models {
+		byID[models[i].ID] = &models[i]
+	}
+	families := func(m *Model) (fs [family.Count]bool) {
+		for _, mu := range m.Upstreams {
+			if fam, ok := ups[mu.Name]; ok {
+				fs[fam] = true
+			}
+		}
+		return fs
+	}
+	for i := range models {
+		m := &models[i]
+		mine := families(m)
+		seen := map[string]bool{}
+		for j, id := range m.Fallbacks {
+			at := fmt.Sprintf("models[%d].fallbacks[%d]", i, j)
+			fb, ok := byID[id]
+			switch {
+			case !ok:
+				p.add(at, "unknown model %q", id)
+				continue
+			case id == m.ID:
+				p.add(at, "the model falls back to itself")
+				continue
+			case seen[id]:
+				p.add(at, "duplicate fallback %q", id)
+				continue
+			}
+			seen[id] = true
+			shared, theirs := false, families(fb)
+			for fam := range mine {
+				shared = shared || (mine[fam] && theirs[fam])
+			}
+			if !shared {
+				p.add(at, "model %q has no deployment of a family of %q", id, m.ID)
+			}
+			if fallsBackTo(byID, id, m.ID, map[string]bool{}) {
+				p.add(at, "cycle: model %q falls back, through its fallbacks, to %q", id, m.ID)
+			}
+		}
+	}
+}
+
+// fallsBackTo reports whether the chain of fallbacks from id reaches target.
+func fallsBackTo(byID map[string]*Model, id, target string, visited map[string]bool) bool {
+	if visited[id] {
+		return false
+	}
+	visited[id] = true
+	m := byID[id]
+	if m == nil {
+		return false
+	}
+	for _, next := range m.Fallbacks {
+		if next == target || fallsBackTo(byID, next, target, visited) {
+			return true
+		}
+	}
+	return false
 }
 
 // modelUpstreams checks one model's deployments: known, not repeated, and at

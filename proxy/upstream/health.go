@@ -16,6 +16,13 @@ func (d *Deployment) Excluded(now int64) bool {
 	return d.downUntil.Load() > now
 }
 
+// ExcludedNow reports whether the deployment is in its cooldown now; it
+// reads the clock only when the deployment has been excluded.
+func (d *Deployment) ExcludedNow() bool {
+	u := d.downUntil.Load()
+	return u != 0 && u > time.Now().UnixNano()
+}
+
 // Succeeded records an answer that was not an upstream failure.
 func (d *Deployment) Succeeded() {
 	if d.failures.Load() != 0 {
