@@ -264,6 +264,12 @@ func (o *objects) list(startAfter string, max int) ([]objectInfo, bool, error) {
 	token := ""
 	for len(out) < max {
 		res, err := o.c.ListObjectsV2(o.bucket, o.prefix, startAfter, token, "", min(max-len(out), 1000))
+		if err != nil && ctx.Err() == nil {
+			// A listing only reads: asked once more, as for a put on a dropped
+			// connection (see idempotent). versitygw was seen to refuse one request
+			// of many at once as unparsable, and answer the same one again.
+			res, err = o.c.ListObjectsV2(o.bucket, o.prefix, startAfter, token, "", min(max-len(out), 1000))
+		}
 		if err != nil {
 			return out, false, s3Err("list file data", err)
 		}
