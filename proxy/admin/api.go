@@ -287,19 +287,13 @@ func (a *API) rotate(ctx *fasthttp.RequestCtx, admin, id string) *apiError {
 }
 
 func (a *API) delete(ctx *fasthttp.RequestCtx, admin, id string) *apiError {
-	if e := a.seedConflict(id); e != nil {
+	if e := a.writable(id); e != nil {
 		return e
 	}
-	if a.opts.Store == nil {
-		return unavailable()
-	}
 	for range maxAttempts {
-		data, err := a.opts.Store.GetKey(id)
-		if errors.Is(err, store.ErrNotFound) {
-			return notFound()
-		}
-		if err != nil {
-			return storeFailure(err)
+		data, e := a.stored(id)
+		if e != nil {
+			return e
 		}
 		v, err := a.opts.Store.DeleteKey(id, data)
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
@@ -315,6 +309,30 @@ func (a *API) delete(ctx *fasthttp.RequestCtx, admin, id string) *apiError {
 	return errorOf(409, "conflict", "the key kept changing meanwhile; retry")
 }
 
+// writable refuses a change of id that the API cannot make: a key of the config, or
+// no store to keep it in.
+func (a *API) writable(id string) *apiError {
+	if e := a.seedConflict(id); e != nil {
+		return e
+	}
+	if a.opts.Store == nil {
+		return unavailable()
+	}
+	return nil
+}
+
+// stored reads the record of id as the store holds it, for a conditional write.
+func (a *API) stored(id string) ([]byte, *apiError) {
+	data, err := a.opts.Store.GetKey(id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, notFound()
+	case err != nil:
+		return nil, storeFailure(err)
+	}
+	return data, nil
+}
+
 // maxAttempts bounds the reads and conditional writes of one change that others race.
 const maxAttempts = 8
 
@@ -325,19 +343,13 @@ func (a *API) change(ctx *fasthttp.RequestCtx, admin, action, id string, f func(
 // changeAnd applies f to the stored record of id and writes it back if no other change
 // came between; the answer carries secret when it is not empty (a rotation).
 func (a *API) changeAnd(ctx *fasthttp.RequestCtx, admin, action, id, secret string, f func(*keys.Record)) *apiError {
-	if e := a.seedConflict(id); e != nil {
+	if e := a.writable(id); e != nil {
 		return e
 	}
-	if a.opts.Store == nil {
-		return unavailable()
-	}
 	for range maxAttempts {
-		data, err := a.opts.Store.GetKey(id)
-		if errors.Is(err, store.ErrNotFound) {
-			return notFound()
-		}
-		if err != nil {
-			return storeFailure(err)
+		data, e := a.stored(id)
+		if e != nil {
+			return e
 		}
 		r, err := keys.Decode(id, data)
 		if err != nil {
