@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/config"
@@ -72,6 +73,9 @@ func (c *call) traceAttempt(dep *upstream.Deployment) {
 	}
 	c.trace.StartAttempt(&trace.Attempt{Operation: operations[c.ep], Provider: dep.Provider(),
 		Model: loggedModel(c), Deployment: dep.Name(), Address: dep.Addr(), N: c.attempts})
+	if c.trace.Sampled() {
+		c.up.ReadIdentity() // a stream's id and model, read as it is relayed
+	}
 }
 
 // traceRetry ends the attempt span of a call sent again for reason.
@@ -103,10 +107,17 @@ func (c *call) traceEnd(status int, now time.Time) {
 	c.trace.End(&o)
 }
 
-// answerIdentity reads the response id and model from a success read whole
-// (a streamed answer's are not read).
+// answerIdentity reads the response id and model of a success: from its
+// body when it was read whole, else what the relay read from the stream's
+// events (see upstream.Relay.ReadIdentity). Both are bounded and must be
+// valid UTF-8, since they come from the upstream.
 func (c *call) answerIdentity(o *trace.Outcome) {
-	if c.ctx == nil || c.up.Streaming() || c.status < 200 || c.status > 299 {
+	if c.ctx == nil || c.status < 200 || c.status > 299 {
+		return
+	}
+	if c.up.Streaming() {
+		id, model := c.up.Identity()
+		o.ResponseID, o.ResponseModel = identityString(id), identityString(model)
 		return
 	}
 	body := c.ctx.Response.Body()
@@ -118,16 +129,26 @@ func (c *call) answerIdentity(o *trace.Outcome) {
 	o.ResponseModel = jsonString(parse.Member(body, modelKey))
 }
 
-// jsonString is the string a JSON string literal holds, "" for anything else.
+// jsonString is the string a JSON string literal holds, as identityString
+// takes it; "" for anything else.
 func jsonString(raw []byte) string {
-	if len(raw) == 0 || raw[0] != '"' {
+	if len(raw) == 0 || raw[0] != '"' || len(raw) > parse.MaxIdentity+2 {
 		return ""
 	}
 	s, err := parse.StringValue(nil, raw)
 	if err != nil {
 		return ""
 	}
-	return string(s)
+	return identityString(s)
+}
+
+// identityString is b as a span attribute's value: "" when it is longer than
+// parse.MaxIdentity or not valid UTF-8 (an exporter refuses such a string).
+func identityString(b []byte) string {
+	if len(b) > parse.MaxIdentity || !utf8.Valid(b) {
+		return ""
+	}
+	return string(b)
 }
 
 // appendTraceID appends the access log's trace_id: the call's trace id.

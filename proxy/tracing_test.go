@@ -34,6 +34,11 @@ type tracedCall struct {
 	model              string // gen_ai.request.model
 	answered           bool   // a buffered answer: response id, model and usage are read
 	parent             string // the client's traceparent, "" for none
+	// in, idKey, modelKey: where a streamed answer's events carry its id and
+	// model (members of the event's member in, when set); respID and
+	// respModel are the first the client got.
+	in, idKey, modelKey string
+	respID, respModel   string
 }
 
 const (
@@ -50,16 +55,19 @@ func traceCalls() []tracedCall {
 			parent: clientSpanID},
 		{name: "chat-stream", method: "POST", path: chatPath, headers: bearer(keyA),
 			body: `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"a secret prompt"}]}`,
-			op:   "chat", provider: "openai", model: "plain-model"},
+			op:   "chat", provider: "openai", model: "plain-model", idKey: "id", modelKey: "model"},
 		{name: "messages", method: "POST", path: "/v1/router/alpha/v1/messages", headers: bearer(keyA),
 			body: `{"model":"chat-model","max_tokens":5,"messages":[{"role":"user","content":"a secret prompt"}]}`,
 			op:   "chat", provider: "anthropic", model: "chat-model", answered: true},
 		{name: "messages-stream", method: "POST", path: "/v1/router/alpha/v1/messages", headers: bearer(keyA),
 			body: `{"model":"chat-model","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"a secret prompt"}]}`,
-			op:   "chat", provider: "anthropic", model: "chat-model"},
+			op:   "chat", provider: "anthropic", model: "chat-model", in: "message", idKey: "id", modelKey: "model"},
 		{name: "responses", method: "POST", path: "/v1/router/beta/v1/responses", headers: bearer(keyA),
 			body: `{"model":"chat-model","input":"a secret prompt"}`,
 			op:   "chat", provider: "openai", model: "chat-model", answered: true},
+		{name: "responses-stream", method: "POST", path: "/v1/router/beta/v1/responses", headers: bearer(keyA),
+			body: `{"model":"chat-model","input":"a secret prompt","stream":true}`,
+			op:   "chat", provider: "openai", model: "chat-model", in: "response", idKey: "id", modelKey: "model"},
 		{name: "image", method: "POST", path: imagesPath, headers: bearer(keyA),
 			body: `{"model":"image-model","prompt":"a secret prompt","size":"256x256"}`,
 			op:   "generate_content", provider: "openai", model: "image-model"},
@@ -67,6 +75,30 @@ func traceCalls() []tracedCall {
 			body: `{"contents":[{"role":"user","parts":[{"text":"a secret prompt"}]}]}`,
 			op:   "generate_content", provider: "gcp.gemini", model: "image-model"},
 	}
+}
+
+// streamIdentity sets c's respID and respModel from the first events of the
+// stream body that carry them.
+func streamIdentity(t *testing.T, c *tracedCall, body []byte) {
+	t.Helper()
+	for _, line := range strings.Split(string(body), "\n") {
+		data, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), "data:")
+		var ev map[string]json.RawMessage
+		if !ok || json.Unmarshal([]byte(data), &ev) != nil {
+			continue
+		}
+		if c.in != "" {
+			obj := ev[c.in]
+			ev = nil
+			json.Unmarshal(obj, &ev)
+		}
+		json.Unmarshal(ev[c.idKey], &c.respID)
+		json.Unmarshal(ev[c.modelKey], &c.respModel)
+		if c.respID != "" && c.respModel != "" {
+			return
+		}
+	}
+	t.Fatalf("%s: no %s and %s in the stream %s", c.name, c.idKey, c.modelKey, body)
 }
 
 // traceScenario sends the calls, then a Responses continuation and a
@@ -83,6 +115,9 @@ func traceScenario(t *testing.T, e *testEnv, access *syncBuffer, service string,
 		status, _, body := e.do(c.method, c.path, h, c.body)
 		if status != 200 {
 			t.Fatalf("%s: %d %s", c.name, status, body)
+		}
+		if c.idKey != "" {
+			streamIdentity(t, &c, body)
 		}
 		want[id] = c
 		if c.name == "responses" {
@@ -230,6 +265,13 @@ func checkCallSpans(t *testing.T, c tracedCall, server tracetest.Span, attempts 
 	}
 	if c.name == "chat" && len(server.Attrs["gateway.session_hash"]) != 16 {
 		t.Fatalf("%s: session hash %q", c.name, server.Attrs["gateway.session_hash"])
+	}
+	if c.idKey != "" {
+		for k, v := range map[string]string{"gen_ai.response.id": c.respID, "gen_ai.response.model": c.respModel} {
+			if server.Attrs[k] != v || a.Attrs[k] != v {
+				t.Fatalf("%s: %s = %q on the call, %q on the attempt; the stream sent %q", c.name, k, server.Attrs[k], a.Attrs[k], v)
+			}
+		}
 	}
 	if c.answered {
 		for _, k := range []string{"gen_ai.response.id", "gen_ai.response.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"} {

@@ -25,6 +25,10 @@ type Call struct {
 // On reports whether the call is traced (its spans may still be unsampled).
 func (c *Call) On() bool { return c.t != nil }
 
+// Sampled reports whether the call's spans are recorded: what is read only
+// for them (such as a stream's response id) need not be read otherwise.
+func (c *Call) Sampled() bool { return c.t != nil && c.server.IsRecording() }
+
 // Start begins c's server span, named name, at start: a child of the W3C
 // Trace Context the client sent in h, if any. The client's context headers
 // are then removed from h: the upstream requests carry the attempts'.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/family"
 )
 
@@ -43,6 +44,10 @@ type Relay struct {
 	firstByte time.Time
 
 	usage usageReader // see usage.go
+	// ident reads a traced stream's id and model, nil unless ReadIdentity
+	// asked (see identity.go).
+	ident       *parse.IdentityScanner
+	identWanted bool
 
 	// ahead takes a finished answer off its connection while the client
 	// does not read; client is the client's connection that says so, and
@@ -104,6 +109,7 @@ func (r *Relay) Reset() {
 	r.sent, r.firstByte = 0, time.Time{}
 	r.StaleRetries, r.redial = 0, false
 	r.usage.reset()
+	r.endIdentity()
 	r.linesSet = streamHeaders{}
 }
 
@@ -429,6 +435,7 @@ func (r *Relay) Stream(out *fasthttp.Response, fam family.Family, responses bool
 	r.stream = r.resp.BodyStream()
 	r.fam, r.responses, r.tap = fam, responses, tap
 	r.sse = isEventStream(&r.resp.Header)
+	r.beginIdentity(fam, responses)
 	r.setStreamHeaders(out)
 	// The headers go out at once, so the client sees the answer begin, unless
 	// body bytes are already here: then they leave with the first of them.

@@ -31,6 +31,9 @@ func (r *Relay) Read(p []byte) (int, error) {
 		r.usage.feed(p[:n])
 		if r.sse {
 			r.heads.feed(p[:n])
+			if r.ident != nil {
+				r.ident.Feed(p[:n])
+			}
 		}
 		if r.tap != nil {
 			r.tap.Chunk(p[:n])
