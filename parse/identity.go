@@ -25,9 +25,9 @@ const (
 // follows the JSON of each event's data (nesting, strings, keys) a byte at a
 // time but for the text of strings and other lines, which it skips in tight
 // loops (BenchmarkIdentityScanner: a 4 KiB response.created in 3 µs, against
-// 25 µs byte by byte); it keeps no event, and stops (Done) once it has both, once an event that
-// carried one has ended, or after the first few events or a bounded number of
-// bytes. An empty value is not taken (some providers send one before the
+// 25 µs byte by byte). It keeps no event, and stops (Done) once it has
+// both, once an event that carried one has ended, or after the first few
+// events or a bounded number of bytes. An empty value is not taken (some providers send one before the
 // first real chunk). Its state, the two values included, lives in the value:
 // it does not allocate. Reset makes it ready for another stream. Not safe for
 // concurrent use.
