@@ -245,3 +245,26 @@ func TestNewFromConfig(t *testing.T) {
 	}
 	tr.Shutdown(context.Background())
 }
+
+// TestSampled: a call is sampled when its tracer samples it, not otherwise,
+// and never when off: what is read only for its spans is read only then.
+func TestSampled(t *testing.T) {
+	var off Call
+	if off.Sampled() {
+		t.Fatal("an off call is sampled")
+	}
+	f := func(sampler sdktrace.Sampler, want bool) {
+		t.Helper()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler))
+		defer tp.Shutdown(context.Background())
+		tr := &Tracer{tp: tp, tracer: tp.Tracer("test")}
+		var c Call
+		tr.Start(&c, &fasthttp.RequestHeader{}, "chat_completions", time.Now())
+		if !c.On() || c.Sampled() != want {
+			t.Fatalf("on %v, sampled %v, want %v", c.On(), c.Sampled(), want)
+		}
+		c.End(&Outcome{End: time.Now()})
+	}
+	f(sdktrace.AlwaysSample(), true)
+	f(sdktrace.NeverSample(), false)
+}
