@@ -266,8 +266,10 @@ func TestSecondHomes(t *testing.T) {
 // pick leaves its deployment within the bound, so the busiest deployment's
 // in-flight stays within the balance factor of the average (plus the one
 // call the ceiling allows); heavy sessions move first, so at most 1 % of the
-// sessions ever leave their first choice. The schedule is the test's own:
-// one pick after another on the calls in flight it keeps.
+// sessions ever leave their first choice. A session that moved stays where
+// it went: the heavy sessions' calls change deployment less than once in 10.
+// The schedule is the test's own: one pick after another on the calls in
+// flight it keeps.
 func TestBoundedHeavySessions(t *testing.T) {
 	f := func(deps int, balance float64) {
 		t.Helper()
@@ -280,6 +282,10 @@ func TestBoundedHeavySessions(t *testing.T) {
 		if h.moved > 100 {
 			t.Errorf("%d deployments, balance %.2f: %d of 10000 sessions moved, want at most 100", deps, balance, h.moved)
 		}
+		if heavyFlaps := h.flaps - h.lightFlaps; heavyFlaps*10 > h.heavyCalls {
+			t.Errorf("%d deployments, balance %.2f: the heavy sessions' calls changed deployment %d times in %d calls, want under 1 in 10",
+				deps, balance, heavyFlaps, h.heavyCalls)
+		}
 	}
 	for _, deps := range []int{2, 3, 4} {
 		f(deps, 1.25)
@@ -291,10 +297,11 @@ func TestBoundedHeavySessions(t *testing.T) {
 // in-flight × the average at its worst, the sessions that ever left their
 // first choice (and of those, the heavy ones), and the times a session's
 // call went to another deployment than its call before (and of those, the
-// light sessions').
+// light sessions'), and the calls of the heavy sessions.
 type heavyRun struct {
 	worst                                float64
 	moved, heavyMoved, flaps, lightFlaps int
+	heavyCalls                           int
 }
 
 func simulateHeavySessions(t *testing.T, deps int, balance float64) heavyRun {
@@ -328,6 +335,7 @@ func simulateHeavySessions(t *testing.T, deps int, balance float64) heavyRun {
 		s := heavy + rng.IntN(sessions-heavy)
 		if rng.IntN(2) == 0 {
 			s = rng.IntN(heavy)
+			h.heavyCalls++
 		}
 		d := r.chooseBounded(keys[s], 0)
 		if bound := r.bound(0); loads[d] >= bound {
