@@ -111,7 +111,7 @@ func (r *Route) cost(i int, now int64) float64 { return r.deps[i].ttfb.cost(r.lo
 
 // chooseBounded is consistent hashing with bounded loads (Mirrokni et al.;
 // HAProxy's hash-balance-factor), heavy sessions first. Every session has a
-// limit of its own below the bound (see limit): the heavier it is, the
+// limit of its own below the bound (see sessionLimit): the heavier it is, the
 // lower, so that a deployment whose sessions ask more than its bound sheds
 // its heavy sessions before its calls in flight reach the bound, and the
 // light sessions homed there stay. A session goes to its first choice on the
