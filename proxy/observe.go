@@ -386,7 +386,7 @@ func (g *Gateway) writeStateMetrics(w io.Writer) {
 	for _, d := range deps {
 		b = appendSample(b, "gateway_affinity_picks_total", d, "", int64(d.Stats.Picks()))
 	}
-	b = promtext.AppendMetadata(b, "gateway_affinity_session_moves_total", "counter", "session picks that went to this deployment rather than the ring's first choice: excluded, failed, or at its bound of calls in flight")
+	b = promtext.AppendMetadata(b, "gateway_affinity_session_moves_total", "counter", "session picks that went to this deployment rather than the ring's first choice: excluded, failed, or at its bound of calls in flight (a heavy session's limit is lower), or the session staying where it moved")
 	for _, d := range deps {
 		b = appendSample(b, "gateway_affinity_session_moves_total", d, "", int64(d.Stats.Moves()))
 	}
