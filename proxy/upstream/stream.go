@@ -31,6 +31,7 @@ func (r *Relay) Read(p []byte) (int, error) {
 		r.usage.feed(p[:n])
 		if r.sse {
 			r.heads.feed(p[:n])
+			r.usage.feedText(p[:n])
 		}
 		if r.tap != nil {
 			r.tap.Chunk(p[:n])
