@@ -203,8 +203,9 @@ func dataEvents(body []byte) int64 {
 }
 
 // TestCutStreamChargedEstimate: a stream that the provider cuts before its
-// usage is charged the estimate: ceil(request bytes / 2) input, one output
-// token per event relayed; alpha's input comes from its message_start.
+// usage is charged the estimate: ceil(request bytes / 2) input, and output
+// the larger of one token per event relayed and ceil(text bytes / 2); alpha's
+// input comes from its message_start.
 func TestCutStreamChargedEstimate(t *testing.T) {
 	e, clk := limitEnv(t, "{tokens_per_minute: 1000000}")
 	h := map[string]string{"Authorization": "Bearer " + keyA, "x-sim-fault": "cut=4", "x-sim-events": "20"}
@@ -213,8 +214,9 @@ func TestCutStreamChargedEstimate(t *testing.T) {
 		t.Fatalf("%d %s", status, body)
 	}
 	events := dataEvents(body)
-	want := int64(len(streamChatBody)+1)/2 + events
-	if events == 0 {
+	text, _ := streamText(t, body, chatDeltaText)
+	want := int64(len(streamChatBody)+1)/2 + max(events, (text+1)/2)
+	if events == 0 || text == 0 {
 		t.Fatalf("no event relayed: %s", body)
 	}
 	waitCharged(t, e, want)
@@ -228,7 +230,8 @@ func TestCutStreamChargedEstimate(t *testing.T) {
 	}
 	in := fieldInt(t, body, `"input_tokens":`)
 	events = int64(bytes.Count(body, []byte("\n\n"))) - 1 // less the error frame
-	waitCharged(t, e, in+max(events, fieldInt(t, body, `"output_tokens":`)))
+	text, _ = streamText(t, body, alphaDeltaText)
+	waitCharged(t, e, in+max(events, (text+1)/2, fieldInt(t, body, `"output_tokens":`)))
 }
 
 // fieldInt reads the first integer after name in body.

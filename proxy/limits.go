@@ -68,6 +68,11 @@ const (
 	// bytesPerOutputToken is for an answer that is not an event stream: its
 	// JSON, names and all, at the average of text.
 	bytesPerOutputToken = 4
+	// bytesPerStreamedToken is for the generated text of an event stream
+	// (upstream.Relay.TextBytes), the same bound as the input's: an alpha
+	// delta or a gamma chunk carries several tokens, which one token per
+	// event would under-charge.
+	bytesPerStreamedToken = 2
 )
 
 // generates marks the endpoints whose calls make a model generate; reports
@@ -81,8 +86,9 @@ var (
 // chargedTokens returns the input and output tokens the call's answer
 // reported or, when they are missing in part or whole (see estimates), the
 // estimate: the input reported, else ceil(request bytes / 2); the larger of
-// the output reported and the output relayed (one token per SSE event, or
-// ceil(bytes / 4) of another body).
+// the output reported and the output relayed (of an SSE stream the larger of
+// one token per event and ceil(text bytes / 2), of another body
+// ceil(bytes / 4)).
 func (c *call) chargedTokens() int64 {
 	u := c.up.Usage()
 	if !c.estimates(&u) {
@@ -101,7 +107,7 @@ func (c *call) chargedTokens() int64 {
 	}
 	out := (c.up.Sent() + bytesPerOutputToken - 1) / bytesPerOutputToken
 	if c.up.SSE() {
-		out = c.up.Events()
+		out = max(c.up.Events(), (c.up.TextBytes()+bytesPerStreamedToken-1)/bytesPerStreamedToken)
 	}
 	return in + max(u.Output, out)
 }

@@ -311,3 +311,46 @@ func TestBlobsRedisMemoryFigures(t *testing.T) {
 		}
 	}
 }
+
+// TestBlobsRecordCommitReplyLost loses the reply of the record's commit on Redis, after the
+// object is written: an upload answered a success reads back whole, one answered a failure
+// is not listed once ReclaimExpired has taken back what Redis could not be told at once, and
+// leaves neither record nor object.
+func TestBlobsRecordCommitReplyLost(t *testing.T) {
+	forBlobEngines(t, func(t *testing.T, e *blobEnv, s *Blobs) {
+		r, ok := s.records.(*Redis)
+		if !ok {
+			t.Skip("the records are not on Redis")
+		}
+		f := func(faults map[*luaScript]evalFault, wantErr bool) {
+			t.Helper()
+			r.testFault = func(sc *luaScript) evalFault { return faults[sc] }
+			file := newFile("team-a", "a.bin")
+			file.ID = NewFileID(t0)
+			data := testData(3, 1000)
+			_, err := s.PutFile(file, bytes.NewReader(data), 1<<20)
+			r.testFault = nil
+			if (err != nil) != wantErr {
+				t.Fatalf("PutFile = %v, want an error: %v", err, wantErr)
+			}
+			if !wantErr {
+				if got, err := s.AppendFileData(nil, "team-a", file.ID, t0); err != nil || !bytes.Equal(got, data) {
+					t.Fatalf("AppendFileData = %d bytes, %v", len(got), err)
+				}
+				return
+			}
+			if _, err := s.ReclaimExpired(t0); err != nil {
+				t.Fatal(err)
+			}
+			if keys := e.fileKeys(s, "team-a", file.ID); len(keys) != 0 {
+				t.Fatalf("failed upload left %q", keys)
+			}
+			files, _, err := s.ListFiles("team-a", ListQuery{Now: t0, Limit: 100})
+			if err != nil || slices.ContainsFunc(files, func(g File) bool { return g.ID == file.ID }) {
+				t.Fatalf("ListFiles = %v, %v: lists the failed upload", files, err)
+			}
+		}
+		f(map[*luaScript]evalFault{commitScript: faultLostReply}, false)
+		f(map[*luaScript]evalFault{commitScript: faultLostReply, settleScript: faultUnsent, dropScript: faultUnsent}, true)
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -147,6 +148,11 @@ type Redis struct {
 	c        rueidis.Client
 	opts     RedisOptions
 	statsKey string // KeyPrefix + "stats"
+
+	mu        sync.Mutex
+	unsettled []unsettledUpload // failed uploads Redis did not confirm removed (see dropLater)
+
+	testFault func(sc *luaScript) evalFault // nil outside tests
 }
 
 var _ Store = (*Redis)(nil)

@@ -109,8 +109,10 @@ func indexMember(id string, size int64) string {
 	return id + ":" + strconv.FormatInt(size, 10)
 }
 
-// commitFile makes f visible and waits for the replicas; when they fall short it deletes f
-// again, so a failed PutFile leaves nothing visible unless Redis is gone meanwhile.
+// commitFile makes f visible and waits for the replicas. A PutFile that fails leaves nothing
+// visible: when the replicas fall short it deletes f again, and when the commit's reply is
+// lost (time-out, connection lost) the script may have run or still be on its way, so
+// settleCommit learns which. What Redis cannot be told at once is left to ReclaimExpired.
 func (s *Redis) commitFile(k *fileKeys, f *File, token string, chunks int) error {
 	var exp int64
 	if !f.Expires.IsZero() {
@@ -120,6 +122,9 @@ func (s *Redis) commitFile(k *fileKeys, f *File, token string, chunks int) error
 	res, err := s.eval("put file", commitScript, true,
 		[]string{k.meta, k.data, k.index, k.claim, k.staging},
 		token, rueidis.BinaryString(meta), strconv.FormatInt(exp, 10), indexMember(f.ID, f.Size), strconv.Itoa(chunks))
+	if err != nil && replyLost(res) {
+		return s.settleCommit(k, f.ID, token, err)
+	}
 	committed := false
 	if res.Error() == nil {
 		ok, _ := res.AsInt64()
@@ -128,16 +133,98 @@ func (s *Redis) commitFile(k *fileKeys, f *File, token string, chunks int) error
 	switch {
 	case committed && err != nil:
 		// Committed, but not held by enough replicas: take it back.
-		if _, derr := s.eval("put file", deleteScript, false, []string{k.meta, k.data, k.index}, f.ID); derr != nil {
-			err = errors.Join(err, derr)
-		}
-		return err
+		return s.takeBack(k, f.ID, token, err)
 	case err != nil:
 		return err
 	case !committed:
 		return fmt.Errorf("cannot put file %q: the upload's claim expired: %w", f.ID, ErrUnavailable)
 	}
 	return nil
+}
+
+// settleCommit follows a commit whose reply was lost (cerr) with settleScript, which
+// tells whether the commit ran and stops one still on its way. A commit that ran and that
+// the replicas confirm is a success; any other outcome fails with cerr, the file taken back.
+func (s *Redis) settleCommit(k *fileKeys, id, token string, cerr error) error {
+	res, err := s.eval("put file", settleScript, true, []string{k.meta, k.claim, k.staging}, token)
+	ran := false
+	if res.Error() == nil {
+		ok, _ := res.AsInt64()
+		ran = ok == 1
+	}
+	switch {
+	case err == nil && ran:
+		return nil
+	case err == nil:
+		return cerr // not committed, and no commit can come any more
+	}
+	return s.takeBack(k, id, token, errors.Join(cerr, err))
+}
+
+// takeBack removes an upload that fails with err, committed or not, with dropScript; when
+// Redis does not confirm the removal, ReclaimExpired tries again.
+func (s *Redis) takeBack(k *fileKeys, id, token string, err error) error {
+	u := unsettledUpload{k: *k, id: id, token: token}
+	if _, derr := s.drop(&u); derr != nil {
+		s.dropLater(u)
+		return errors.Join(err, derr)
+	}
+	return err
+}
+
+// unsettledUpload is an upload that failed and may still be there: its keys, id and token.
+type unsettledUpload struct {
+	k         fileKeys
+	id, token string
+}
+
+// maxUnsettled bounds the uploads a Redis remembers for ReclaimExpired; beyond it the oldest
+// is forgotten (and stays if it was committed).
+const maxUnsettled = 4096
+
+func (s *Redis) drop(u *unsettledUpload) (bool, error) {
+	res, err := s.eval("take back file", dropScript, false,
+		[]string{u.k.meta, u.k.data, u.k.index, u.k.claim, u.k.staging}, u.id, u.token)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.AsInt64()
+	return n == 1, nil
+}
+
+func (s *Redis) dropLater(u unsettledUpload) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.unsettled) >= maxUnsettled {
+		s.unsettled = slices.Delete(s.unsettled, 0, 1)
+	}
+	s.unsettled = append(s.unsettled, u)
+}
+
+// ReclaimExpired takes back the uploads that failed while Redis could not confirm their
+// removal (see commitFile) and returns how many files it removed. Expired files need
+// nothing: Redis removes a file's metadata and bytes by itself at its expiry, and listings
+// prune the index entries left behind.
+func (s *Redis) ReclaimExpired(time.Time) (int, error) {
+	s.mu.Lock()
+	todo := s.unsettled
+	s.unsettled = nil
+	s.mu.Unlock()
+	n := 0
+	for i := range todo {
+		removed, err := s.drop(&todo[i])
+		if err != nil {
+			// Redis is likely out of reach: keep the rest for the next run.
+			for _, u := range todo[i:] {
+				s.dropLater(u)
+			}
+			return n, fmt.Errorf("cannot take back %d failed uploads: %w", len(todo)-i, err)
+		}
+		if removed {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // GetFile returns the metadata of an unexpired file of owner, or ErrNotFound.
@@ -247,7 +334,3 @@ func (s *Redis) DeleteFile(owner, id string) error {
 	}
 	return nil
 }
-
-// ReclaimExpired does nothing and returns 0: Redis removes a file's metadata and bytes by
-// itself at its expiry, and listings prune the index entries left behind.
-func (s *Redis) ReclaimExpired(time.Time) (int, error) { return 0, nil }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
 
@@ -40,11 +41,51 @@ func (s *Redis) eval(what string, sc *luaScript, acked bool, keys []string, args
 		}
 		return res, nil
 	}
+	fault := s.faultOf(sc)
+	if fault == faultUnsent {
+		return lostReply(what)
+	}
 	res, err := run(true)
 	if re, ok := rueidis.IsRedisErr(res.Error()); ok && re.IsNoScript() {
-		return run(false)
+		res, err = run(false)
+	}
+	if fault == faultLostReply {
+		return lostReply(what)
 	}
 	return res, err
+}
+
+// evalFault is a failure that tests inject into eval (Redis.testFault).
+type evalFault int
+
+const (
+	faultNone      evalFault = iota
+	faultUnsent              // the call fails before it reaches Redis
+	faultLostReply           // the script runs, its reply is lost
+)
+
+func (s *Redis) faultOf(sc *luaScript) evalFault {
+	if s.testFault == nil {
+		return faultNone
+	}
+	return s.testFault(sc)
+}
+
+// lostReply is the outcome of a call whose reply never came.
+func lostReply(what string) (rueidis.RedisResult, error) {
+	err := context.DeadlineExceeded
+	return rueidis.NewErrorResult(err), redisErr(what, err)
+}
+
+// replyLost reports whether res is the failure of a call whose reply never came (time-out,
+// connection lost), so that the command may have run or not.
+func replyLost(res rueidis.RedisResult) bool {
+	err := res.Error()
+	if err == nil || rueidis.IsRedisNil(err) {
+		return false
+	}
+	_, replied := rueidis.IsRedisErr(err)
+	return !replied
 }
 
 // claimScript starts an upload: KEYS meta, claim, staging; ARGV token, UploadTTL in ms.
@@ -79,6 +120,37 @@ else
   redis.call('PERSIST', KEYS[3])
 end
 redis.call('DEL', KEYS[4])
+return 1`)
+
+// settleScript learns whether a commit whose reply was lost ran: KEYS meta, claim, staging;
+// ARGV token. When the claim is still this upload's, the commit has not run, and the script
+// removes the claim and the staging so that a commit still on its way finds no claim and
+// does nothing: it returns 0. Otherwise the commit ran when the metadata is there (the claim
+// made the id this upload's): the script writes the metadata again, unchanged, so that a
+// WAIT after it on the same connection also covers the commit, and returns 1. Else the claim
+// expired before the commit: 0.
+var settleScript = newLuaScript(`
+if redis.call('GET', KEYS[2]) == ARGV[1] then
+  redis.call('DEL', KEYS[2], KEYS[3])
+  return 0
+end
+local m = redis.call('GET', KEYS[1])
+if not m then return 0 end
+redis.call('SET', KEYS[1], m, 'KEEPTTL')
+return 1`)
+
+// dropScript takes back an upload the client was told failed, committed or not: KEYS meta,
+// data, index, claim, staging; ARGV file id, token. It removes the claim and the staging
+// when the claim is still this upload's (so that a commit on its way does nothing) and the
+// file with its index entry. It returns 1 when it removed a file, else 0; run twice, it
+// does nothing the second time.
+var dropScript = newLuaScript(`
+if redis.call('GET', KEYS[4]) == ARGV[2] then redis.call('DEL', KEYS[4], KEYS[5]) end
+if redis.call('DEL', KEYS[1]) == 0 then return 0 end
+redis.call('DEL', KEYS[2])
+for _, x in ipairs(redis.call('ZRANGEBYLEX', KEYS[3], '[' .. ARGV[1] .. ':', '(' .. ARGV[1] .. ';')) do
+  redis.call('ZREM', KEYS[3], x)
+end
 return 1`)
 
 // abortScript removes what a failed upload wrote: KEYS claim, staging; ARGV token. The claim

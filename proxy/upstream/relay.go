@@ -436,6 +436,7 @@ func (r *Relay) Stream(out *fasthttp.Response, fam family.Family, responses bool
 	r.fam, r.responses, r.tap = fam, responses, tap
 	r.sse = isEventStream(&r.resp.Header)
 	r.beginIdentity(fam, responses)
+	r.usage.text.Reset(responses)
 	r.setStreamHeaders(out)
 	// The headers go out at once, so the client sees the answer begin, unless
 	// body bytes are already here: then they leave with the first of them.

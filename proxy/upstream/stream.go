@@ -34,6 +34,7 @@ func (r *Relay) Read(p []byte) (int, error) {
 			if r.ident != nil {
 				r.ident.Feed(p[:n])
 			}
+			r.usage.feedText(p[:n])
 		}
 		if r.tap != nil {
 			r.tap.Chunk(p[:n])

@@ -19,6 +19,9 @@ type usageReader struct {
 	// ended: the answer was read to its end (a stream's with its final
 	// event): what it reported is all it will.
 	ended bool
+	// text counts the generated text of an SSE stream, for the estimate of
+	// its output when its usage does not come (Relay.TextBytes).
+	text parse.TextCounter
 }
 
 func (u *usageReader) feed(p []byte) {
@@ -27,9 +30,17 @@ func (u *usageReader) feed(p []byte) {
 	}
 }
 
+// feedText counts the text of the next chunk of an SSE stream.
+func (u *usageReader) feedText(p []byte) {
+	if u.on {
+		u.text.Feed(p)
+	}
+}
+
 func (u *usageReader) reset() {
 	if u.on {
 		u.s.Reset()
+		u.text.Reset(false)
 		u.on = false
 	}
 	u.strip, u.ended = usageStrip{}, false
@@ -49,6 +60,10 @@ func (r *Relay) Ended() bool { return r.usage.ended }
 
 // Events returns the SSE events relayed so far, whole.
 func (r *Relay) Events() int64 { return r.heads.events }
+
+// TextBytes returns the bytes of generated text relayed so far in an SSE
+// stream whose usage is read (CountUsage): see parse.TextCounter.
+func (r *Relay) TextBytes() int64 { return r.usage.text.Bytes() }
 
 // StripUsage makes r take out of the next answer, a beta chat stream whose
 // request the gateway made ask for its usage (parse.AppendAskingUsage), what
