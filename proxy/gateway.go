@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fasthttp/router"
-	"github.com/redis/rueidis"
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/admin"
@@ -27,10 +26,17 @@ import (
 // Options are the gateway's process-level knobs; the zero value is usable.
 type Options struct {
 	// Store holds Responses ownership records and user-data files. Required
-	// by those endpoints; nil disables them (they answer 503). The Redis
-	// engine (store.Redis, store.LazyRedis) also holds the keys' rate limits, shared by every
-	// gateway on its cluster; otherwise they are kept in memory.
+	// by those endpoints; nil disables them (they answer 503).
 	Store store.Store
+	// Keys stores the callers' keys that the admin API manages, followed by
+	// every gateway on the store; nil serves the config's keys alone.
+	// cmd/gateway passes its store's engine.
+	Keys store.KeyStore
+	// Limits says where the keys' rate limits keep their buckets: the zero
+	// value in memory, per gateway; cmd/gateway names the Redis store's
+	// cluster (Redis, KeyPrefix), shared by every gateway on it. A nil Now
+	// is the gateway's.
+	Limits ratelimit.Options
 	// Verifier replaces the callers' keys (the config's and the store's) as the
 	// identity component.
 	Verifier Verifier
@@ -81,9 +87,9 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if g.now == nil {
 		g.now = time.Now
 	}
-	g.limits = newLimiter(opts.Store, g.now)
+	g.limits = newLimiter(opts.Limits, g.now)
 	g.observe()
-	g.setupKeys(opts.Store)
+	g.setupKeys(opts.Keys)
 	if err := g.Reload(cfg); err != nil {
 		return nil, err
 	}
@@ -129,19 +135,11 @@ func (g *Gateway) Close() {
 	}
 }
 
-// sharedStore is a store on a Redis Cluster (store.Redis, store.LazyRedis):
-// Client returns its client, nil while it is not connected yet.
-type sharedStore interface {
-	Client() rueidis.Client
-	KeyPrefix() string
-}
-
-// newLimiter keeps the keys' rate limits in the Redis store's cluster, else
-// in memory.
-func newLimiter(s store.Store, now func() time.Time) *ratelimit.Limiter {
-	opts := ratelimit.Options{Now: now}
-	if r, ok := s.(sharedStore); ok {
-		opts.Redis, opts.KeyPrefix = r.Client, r.KeyPrefix()
+// newLimiter keeps the keys' rate limits where opts says, on the gateway's
+// clock unless opts has its own.
+func newLimiter(opts ratelimit.Options, now func() time.Time) *ratelimit.Limiter {
+	if opts.Now == nil {
+		opts.Now = now
 	}
 	return ratelimit.New(opts)
 }
