@@ -364,46 +364,6 @@ func (g *Gateway) chat(ctx *fasthttp.RequestCtx) {
 	g.modelCall(ctx, family.Beta, epChat, "/chat/completions")
 }
 
-// modelCall serves a call routed by the body's model with session affinity:
-// messages and chat completions.
-func (g *Gateway) modelCall(ctx *fasthttp.RequestCtx, fam family.Family, ep endpoint, path string) {
-	c := g.acquireCall(ctx, fam, ep)
-	defer c.end()
-	if !c.authenticate() || !c.readBody(c.st.cfg.Limits.MaxBodyBytes) || !c.peekBody() {
-		return
-	}
-	if !c.sessionKey() {
-		return
-	}
-	r := c.routeModel(groupParam(ctx))
-	if r == nil {
-		return
-	}
-	body, ok := c.prepareBody()
-	if !ok {
-		return
-	}
-	c.forward(r, path, body, c.fields.Stream)
-}
-
-// prepareBody returns the body to forward. Alpha messages that reference
-// stored files get them inlined; every body loses session_id.
-func (c *call) prepareBody() ([]byte, bool) {
-	if c.ep == epMessages && c.g.hasFileRefs(c.body) {
-		c.inlined = true
-		return c.g.inlineFiles(c)
-	}
-	return c.bodyWithoutSessionID(), true
-}
-
-// groupParam returns the {group} path segment, or nil.
-func groupParam(ctx *fasthttp.RequestCtx) []byte {
-	if v, ok := ctx.UserValue("group").(string); ok {
-		return s2b(v)
-	}
-	return nil
-}
-
 // familyOfPath tells which family's error shape a path expects.
 func familyOfPath(p []byte) family.Family {
 	switch {
