@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"io"
-	"net"
 	"sync"
 	"time"
 
@@ -254,21 +253,6 @@ func (c *call) boundChunked(n int64) *clientConn {
 func (c *call) chunkedTooLarge() bool {
 	cc, ok := c.ctx.Conn().(*clientConn)
 	return ok && cc.chunkedTooLarge()
-}
-
-// closeAfterAnswer ends the connection after the answer with lingerClose.
-// The answer says the connection closes, so no client sends another request
-// into the drain; fasthttp would close at once on such an answer, so the
-// connection is hijacked and the answer written here.
-func closeAfterAnswer(ctx *fasthttp.RequestCtx) {
-	ctx.Response.SetConnectionClose()
-	answer := []byte(ctx.Response.String())
-	ctx.HijackSetNoResponse(true)
-	ctx.Hijack(func(c net.Conn) {
-		if _, err := c.Write(answer); err == nil {
-			lingerClose(c)
-		}
-	})
 }
 
 func (c *call) setRequestIDHeader() {
