@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -397,44 +395,4 @@ func (g *Gateway) methodNotAllowed(ctx *fasthttp.RequestCtx) {
 func (g *Gateway) panicked(ctx *fasthttp.RequestCtx, v any) {
 	g.log.Error("BUG: handler panicked", "panic", panicSummary(v), "family", familyOfPath(ctx.Path()).String())
 	writeError(ctx, familyOfPath(ctx.Path()), &Error{Status: 500, Message: "internal error"}, nil)
-}
-
-// Request ids: an incoming x-request-id of 1..128 visible ASCII characters is
-// kept; otherwise "req_" + 32 hex digits: a random per-process prefix and a
-// counter, unique across processes without coordination.
-var (
-	reqIDPrefix  [8]byte
-	reqIDCounter atomic.Uint64
-)
-
-func init() {
-	rand.Read(reqIDPrefix[:])
-}
-
-func appendRequestID(dst []byte, ctx *fasthttp.RequestCtx) []byte {
-	if in := ctx.Request.Header.Peek("x-request-id"); validRequestID(in) {
-		return append(dst, in...)
-	}
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], reqIDCounter.Add(1))
-	dst = append(dst, "req_"...)
-	for _, b := range reqIDPrefix {
-		dst = append(dst, hexDigits[b>>4], hexDigits[b&0xf])
-	}
-	for _, b := range n {
-		dst = append(dst, hexDigits[b>>4], hexDigits[b&0xf])
-	}
-	return dst
-}
-
-func validRequestID(b []byte) bool {
-	if len(b) == 0 || len(b) > 128 {
-		return false
-	}
-	for _, c := range b {
-		if c < 0x21 || c > 0x7e {
-			return false
-		}
-	}
-	return true
 }
