@@ -45,24 +45,6 @@ func (g *Gateway) modelCall(ctx *fasthttp.RequestCtx, fam family.Family, ep endp
 	c.forward(r, path, body, c.fields.Stream)
 }
 
-// prepareBody returns the body to forward. Alpha messages that reference
-// stored files get them inlined; every body loses session_id.
-func (c *call) prepareBody() ([]byte, bool) {
-	if c.ep == epMessages && c.g.hasFileRefs(c.body) {
-		c.inlined = true
-		return c.g.inlineFiles(c)
-	}
-	return c.bodyWithoutSessionID(), true
-}
-
-// groupParam returns the {group} path segment, or nil.
-func groupParam(ctx *fasthttp.RequestCtx) []byte {
-	if v, ok := ctx.UserValue("group").(string); ok {
-		return s2b(v)
-	}
-	return nil
-}
-
 // authenticate checks the Bearer key (alpha also takes x-api-key, as its SDKs
 // send it by default) and sets keyID.
 func (c *call) authenticate() bool {
@@ -263,6 +245,24 @@ func (c *call) routeNamed(name, group []byte) *upstream.Route {
 		return nil
 	}
 	return r
+}
+
+// groupParam returns the {group} path segment, or nil.
+func groupParam(ctx *fasthttp.RequestCtx) []byte {
+	if v, ok := ctx.UserValue("group").(string); ok {
+		return s2b(v)
+	}
+	return nil
+}
+
+// prepareBody returns the body to forward. Alpha messages that reference
+// stored files get them inlined; every body loses session_id.
+func (c *call) prepareBody() ([]byte, bool) {
+	if c.ep == epMessages && c.g.hasFileRefs(c.body) {
+		c.inlined = true
+		return c.g.inlineFiles(c)
+	}
+	return c.bodyWithoutSessionID(), true
 }
 
 // bodyWithoutSessionID returns the body to forward: the client's bytes, with
