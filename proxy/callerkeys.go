@@ -20,10 +20,9 @@ import (
 // of its keys.Syncer (the config's keys and the store's), refuses a model the key may not
 // use before routing, and serves the admin API of the keys on the admin listener.
 
-// setupKeys makes the syncer of the keys, on the store when it keeps keys, and the admin
+// setupKeys makes the syncer of the keys, on ks when not nil (Options.Keys), and the admin
 // API; it runs before the first Reload, which puts the config's keys in force.
-func (g *Gateway) setupKeys(s store.Store) {
-	ks, _ := s.(store.KeyStore) // the engine itself: the observed store wraps it
+func (g *Gateway) setupKeys(ks store.KeyStore) {
 	g.keys = keys.NewSyncer(nil, keys.SyncOptions{Store: ks, OnSwap: g.keysSwapped, Logger: g.log})
 	if ks != nil {
 		g.keys.Refresh() // a node serves the stored keys from the start when it can

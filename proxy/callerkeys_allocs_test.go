@@ -29,7 +29,7 @@ func TestRuntimeKeyRequestAllocatesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := newHotBenchWith(t, Options{Store: p})
+	h := newHotBenchWith(t, Options{Store: p, Keys: p})
 	if _, err := h.gw.Keys().Refresh(); err != nil {
 		t.Fatal(err)
 	}

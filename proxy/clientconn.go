@@ -3,11 +3,14 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/rawio"
 	"github.com/modelgate/gateway/proxy/upstream"
@@ -557,4 +560,51 @@ func (c *clientConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// The end of a connection whose request body a call did not read to its end
+// (see call.settleBody and upload.finishBody).
+const (
+	// maxQuietDrain is the longest rest of a request body that is read and
+	// dropped before the answer, to keep the connection.
+	maxQuietDrain = 1 << 20
+	// lingerTimeout and maxLingerDrain bound what lingerClose reads after the answer.
+	lingerTimeout  = 5 * time.Second
+	maxLingerDrain = 256 << 20
+)
+
+// closeAfterAnswer ends the connection after the answer with lingerClose.
+// The answer says the connection closes, so no client sends another request
+// into the drain; fasthttp would close at once on such an answer, so the
+// connection is hijacked and the answer written here.
+func closeAfterAnswer(ctx *fasthttp.RequestCtx) {
+	ctx.Response.SetConnectionClose()
+	answer := []byte(ctx.Response.String())
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		if _, err := c.Write(answer); err == nil {
+			lingerClose(c)
+		}
+	})
+}
+
+// lingerClose ends a connection whose request body was not read to its end, on the
+// principle of a lingering close: closing at once, with unread data, makes the kernel
+// reset the connection, and a client still sending its body would lose the answer. So the
+// write side is shut, telling the client the answer is complete, and what it still sends
+// is read and dropped for a while before the connection closes.
+func lingerClose(c net.Conn) {
+	raw := c
+	if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
+		raw = u.UnsafeConn()
+		if cw, ok := raw.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+	}
+	if cc, ok := raw.(*clientConn); ok {
+		cc.drainOnly()
+	}
+	if c.SetReadDeadline(time.Now().Add(lingerTimeout)) == nil {
+		io.CopyN(io.Discard, c, maxLingerDrain)
+	}
 }

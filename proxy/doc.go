@@ -1,10 +1,20 @@
 // Package proxy owns the gateway's client side: the fasthttp handlers of
-// every family and endpoint, authentication, the rejections answered without
-// an upstream, the lifecycle of one request (call: read, peek, route, forward,
-// finish), Responses ownership, user-data files, images, the Gateway with its
-// reloadable state, metrics and the access log, and its listeners (a failed
-// accept retried, client connections refused to keep file descriptors for
-// upstream dials).
+// every family and endpoint, the rejections answered without an upstream,
+// Responses ownership, user-data files, images, the Gateway with its
+// reloadable state, metrics and the access log, and the client's connections
+// (clientconn.go, splice.go, headend.go: head checks, a held answer's head,
+// bounded chunked bodies, the close after an answer and the lingering drain).
+//
+// A call's way, top to bottom: gateway.go routes the request to its
+// endpoint's handler, which acquires a call (call.go); intake.go
+// authenticates the caller (auth.go, callerkeys.go), reads the body within
+// the request bodies' budget (bodybudget.go), peeks at the fields routing
+// needs and resolves the model to a route (fallback.go for a model's
+// fallbacks); forward.go admits the call by its key's limits (limits.go),
+// picks a deployment, sends the request (its head built by
+// upstreamrequest.go), decides every send again (again), and relays the
+// answer, the call being a streamed answer's body reader; observe.go counts
+// the call and writes its access log line when it ends.
 //
 // It does not own the configuration's types, loading and validation
 // (proxy/config), the families' native error shapes (proxy/family), the
@@ -15,6 +25,8 @@
 // refusal), the callers' keys as records and the snapshot the request path
 // reads (proxy/keys), the admin API's handlers (proxy/admin), the spans of
 // traces (proxy/trace), the client listener's TLS and its reload
-// (proxy/edgetls) or durable records (store). Its sub-packages never import
+// (proxy/edgetls) or durable records (store). Where the keys are stored and
+// where the rate limits keep their buckets is wired by the caller (Options.Keys,
+// Options.Limits), never guessed from the store. Its sub-packages never import
 // it.
 package proxy

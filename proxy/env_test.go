@@ -129,7 +129,7 @@ func (e *testEnv) start() {
 		t.Fatal(err)
 	}
 	e.store = st
-	gw, err := New(e.cfg, Options{Store: st, Logger: log, Now: e.now})
+	gw, err := New(e.cfg, Options{Store: st, Keys: st, Logger: log, Now: e.now})
 	if err != nil {
 		t.Fatal(err)
 	}

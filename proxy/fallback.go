@@ -10,7 +10,7 @@ import (
 // models[].fallbacks, in the call's family and group, with the body's model
 // spliced to that model's id or to the deployment's own name for it. The
 // call then is the served model's: its access line, metrics, limits and
-// tokens, and the answer's x-gateway-model header. Only again (failover.go)
+// tokens, and the answer's x-gateway-model header. Only again (forward.go)
 // and forward's first choice fall back; a call bound to one deployment never
 // does.
 

@@ -68,7 +68,7 @@ func (in *inliner) release() {
 // session_id removed, and every source that references a file_svc_ id replaced by the
 // caller's file as base64. A reference to an unknown, expired or foreign file fails the
 // call with 404; a body that inlining would take over limits.max_body_bytes fails with 413.
-// The copies are counted in the request body budget (budget.go) before they are made.
+// The copies are counted in the request body budget (bodybudget.go) before they are made.
 // Sources that reference other file ids (a provider's own) are left as they are.
 func (g *Gateway) inlineFiles(c *call) ([]byte, bool) {
 	if !c.needStore() {

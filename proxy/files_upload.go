@@ -6,7 +6,6 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,12 +32,6 @@ const (
 	uploadFormBudget = 64 << 10
 	// maxFieldValue is the longest value of a field other than the file.
 	maxFieldValue = 64
-	// maxQuietDrain is the longest rest of an upload body that is read and dropped
-	// before the answer, to keep the connection; see finishBody.
-	maxQuietDrain = 1 << 20
-	// lingerTimeout and maxLingerDrain bound what lingerClose reads after the answer.
-	lingerTimeout  = 5 * time.Second
-	maxLingerDrain = 256 << 20
 	// sniffLen is how much of the file decides its type.
 	sniffLen = 512
 )
@@ -365,27 +358,6 @@ func (u *upload) finishBody() {
 		return
 	}
 	closeAfterAnswer(ctx)
-}
-
-// lingerClose ends a connection whose request body was not read to its end, on the
-// principle of a lingering close: closing at once, with unread data, makes the kernel
-// reset the connection, and a client still sending its body would lose the answer. So the
-// write side is shut, telling the client the answer is complete, and what it still sends
-// is read and dropped for a while before the connection closes.
-func lingerClose(c net.Conn) {
-	raw := c
-	if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
-		raw = u.UnsafeConn()
-		if cw, ok := raw.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		}
-	}
-	if cc, ok := raw.(*clientConn); ok {
-		cc.drainOnly()
-	}
-	if c.SetReadDeadline(time.Now().Add(lingerTimeout)) == nil {
-		io.CopyN(io.Discard, c, maxLingerDrain)
-	}
 }
 
 // uploadBody reads the request body, failing once more than maxUploadBodyBytes have been

@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fasthttp/router"
-	"github.com/redis/rueidis"
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/admin"
@@ -27,10 +24,17 @@ import (
 // Options are the gateway's process-level knobs; the zero value is usable.
 type Options struct {
 	// Store holds Responses ownership records and user-data files. Required
-	// by those endpoints; nil disables them (they answer 503). The Redis
-	// engine (store.Redis, store.LazyRedis) also holds the keys' rate limits, shared by every
-	// gateway on its cluster; otherwise they are kept in memory.
+	// by those endpoints; nil disables them (they answer 503).
 	Store store.Store
+	// Keys stores the callers' keys that the admin API manages, followed by
+	// every gateway on the store; nil serves the config's keys alone.
+	// cmd/gateway passes its store's engine.
+	Keys store.KeyStore
+	// Limits says where the keys' rate limits keep their buckets: the zero
+	// value in memory, per gateway; cmd/gateway names the Redis store's
+	// cluster (Redis, KeyPrefix), shared by every gateway on it. A nil Now
+	// is the gateway's.
+	Limits ratelimit.Options
 	// Verifier replaces the callers' keys (the config's and the store's) as the
 	// identity component.
 	Verifier Verifier
@@ -81,9 +85,9 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if g.now == nil {
 		g.now = time.Now
 	}
-	g.limits = newLimiter(opts.Store, g.now)
+	g.limits = newLimiter(opts.Limits, g.now)
 	g.observe()
-	g.setupKeys(opts.Store)
+	g.setupKeys(opts.Keys)
 	if err := g.Reload(cfg); err != nil {
 		return nil, err
 	}
@@ -129,19 +133,11 @@ func (g *Gateway) Close() {
 	}
 }
 
-// sharedStore is a store on a Redis Cluster (store.Redis, store.LazyRedis):
-// Client returns its client, nil while it is not connected yet.
-type sharedStore interface {
-	Client() rueidis.Client
-	KeyPrefix() string
-}
-
-// newLimiter keeps the keys' rate limits in the Redis store's cluster, else
-// in memory.
-func newLimiter(s store.Store, now func() time.Time) *ratelimit.Limiter {
-	opts := ratelimit.Options{Now: now}
-	if r, ok := s.(sharedStore); ok {
-		opts.Redis, opts.KeyPrefix = r.Client, r.KeyPrefix()
+// newLimiter keeps the keys' rate limits where opts says, on the gateway's
+// clock unless opts has its own.
+func newLimiter(opts ratelimit.Options, now func() time.Time) *ratelimit.Limiter {
+	if opts.Now == nil {
+		opts.Now = now
 	}
 	return ratelimit.New(opts)
 }
@@ -366,46 +362,6 @@ func (g *Gateway) chat(ctx *fasthttp.RequestCtx) {
 	g.modelCall(ctx, family.Beta, epChat, "/chat/completions")
 }
 
-// modelCall serves a call routed by the body's model with session affinity:
-// messages and chat completions.
-func (g *Gateway) modelCall(ctx *fasthttp.RequestCtx, fam family.Family, ep endpoint, path string) {
-	c := g.acquireCall(ctx, fam, ep)
-	defer c.end()
-	if !c.authenticate() || !c.readBody(c.st.cfg.Limits.MaxBodyBytes) || !c.peekBody() {
-		return
-	}
-	if !c.sessionKey() {
-		return
-	}
-	r := c.routeModel(groupParam(ctx))
-	if r == nil {
-		return
-	}
-	body, ok := c.prepareBody()
-	if !ok {
-		return
-	}
-	c.forward(r, path, body, c.fields.Stream)
-}
-
-// prepareBody returns the body to forward. Alpha messages that reference
-// stored files get them inlined; every body loses session_id.
-func (c *call) prepareBody() ([]byte, bool) {
-	if c.ep == epMessages && c.g.hasFileRefs(c.body) {
-		c.inlined = true
-		return c.g.inlineFiles(c)
-	}
-	return c.bodyWithoutSessionID(), true
-}
-
-// groupParam returns the {group} path segment, or nil.
-func groupParam(ctx *fasthttp.RequestCtx) []byte {
-	if v, ok := ctx.UserValue("group").(string); ok {
-		return s2b(v)
-	}
-	return nil
-}
-
 // familyOfPath tells which family's error shape a path expects.
 func familyOfPath(p []byte) family.Family {
 	switch {
@@ -439,44 +395,4 @@ func (g *Gateway) methodNotAllowed(ctx *fasthttp.RequestCtx) {
 func (g *Gateway) panicked(ctx *fasthttp.RequestCtx, v any) {
 	g.log.Error("BUG: handler panicked", "panic", panicSummary(v), "family", familyOfPath(ctx.Path()).String())
 	writeError(ctx, familyOfPath(ctx.Path()), &Error{Status: 500, Message: "internal error"}, nil)
-}
-
-// Request ids: an incoming x-request-id of 1..128 visible ASCII characters is
-// kept; otherwise "req_" + 32 hex digits: a random per-process prefix and a
-// counter, unique across processes without coordination.
-var (
-	reqIDPrefix  [8]byte
-	reqIDCounter atomic.Uint64
-)
-
-func init() {
-	rand.Read(reqIDPrefix[:])
-}
-
-func appendRequestID(dst []byte, ctx *fasthttp.RequestCtx) []byte {
-	if in := ctx.Request.Header.Peek("x-request-id"); validRequestID(in) {
-		return append(dst, in...)
-	}
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], reqIDCounter.Add(1))
-	dst = append(dst, "req_"...)
-	for _, b := range reqIDPrefix {
-		dst = append(dst, hexDigits[b>>4], hexDigits[b&0xf])
-	}
-	for _, b := range n {
-		dst = append(dst, hexDigits[b>>4], hexDigits[b&0xf])
-	}
-	return dst
-}
-
-func validRequestID(b []byte) bool {
-	if len(b) == 0 || len(b) > 128 {
-		return false
-	}
-	for _, c := range b {
-		if c < 0x21 || c > 0x7e {
-			return false
-		}
-	}
-	return true
 }

@@ -41,7 +41,7 @@ func BenchmarkRateLimits(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { rs.Close() })
-		h := withBenchLimits(b, newHotBenchWith(b, Options{Store: rs}))
+		h := withBenchLimits(b, newHotBenchWith(b, Options{Store: rs, Limits: redisLimits(rs)}))
 		before := backendCallsOf(h.gw)
 		h.proxied(b, hotBody)
 		b.ReportMetric(float64(backendCallsOf(h.gw)-before)/float64(b.N), "redis-calls/op")

@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelgate/gateway/bench/sim"
 	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/ratelimit"
 	"github.com/modelgate/gateway/store"
 	"github.com/modelgate/gateway/store/redistest"
 )
@@ -62,7 +63,7 @@ func nodes(t *testing.T, addrs []string, n int, edit func(string) string, clk *m
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rs.Close() })
-		envs = append(envs, serveNode(t, cfg, Options{Store: rs, Now: clk.now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, sims))
+		envs = append(envs, serveNode(t, cfg, Options{Store: rs, Limits: redisLimits(rs), Now: clk.now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, sims))
 	}
 	return envs, prefix
 }
@@ -105,7 +106,7 @@ func TestRateLimitRedisNeverConnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rs.Close() })
-	g := serveNode(t, cfg, Options{Store: rs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, sims)
+	g := serveNode(t, cfg, Options{Store: rs, Limits: redisLimits(rs), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, sims)
 	if !g.gw.limits.Shared() {
 		t.Fatal("the limits of a gateway on a Redis store that is not connected yet are not shared")
 	}
@@ -119,6 +120,15 @@ func TestRateLimitRedisNeverConnected(t *testing.T) {
 	if status, _, body := g.do("POST", chatPath, bearer(keyA), limitChatBody); status != 503 {
 		t.Fatalf("fail closed, Redis never connected: %d %s", status, body)
 	}
+}
+
+// redisLimits keeps the keys' rate limits in the cluster of the Redis store
+// r, as cmd/gateway wires them.
+func redisLimits(r interface {
+	Client() rueidis.Client
+	KeyPrefix() string
+}) ratelimit.Options {
+	return ratelimit.Options{Redis: r.Client, KeyPrefix: r.KeyPrefix()}
 }
 
 // serveNode serves a gateway for cfg and opts on a loopback socket.

@@ -396,7 +396,7 @@ func TestRateLimitHugeUsageThroughGateways(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rs.Close() })
-		gws = append(gws, serveNode(t, cfg, Options{Store: rs, Now: clk.now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil))
+		gws = append(gws, serveNode(t, cfg, Options{Store: rs, Limits: redisLimits(rs), Now: clk.now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil))
 	}
 	if status, body := gws[0].chat(keyA); status != 200 {
 		t.Fatalf("team-a's call: %d %s", status, body)

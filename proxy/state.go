@@ -49,7 +49,7 @@ type model struct {
 	self      providerModel
 	fallbacks []*model
 	stats     modelStats // request counters; see observe.go
-	tokens    tokenStats // token counters per key id; see tokens.go
+	tokens    tokenStats // token counters per key id; see tokenusage.go
 }
 
 // buildState makes a state from cfg, reusing unchanged deployments of prev so

@@ -30,7 +30,7 @@ func TestStoreUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	gw, err := New(e.cfg, Options{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	gw, err := New(e.cfg, Options{Store: st, Keys: st, Limits: redisLimits(st), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

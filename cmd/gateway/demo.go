@@ -67,13 +67,13 @@ func startDemo(dataDir string) (*demoUpstream, error) {
 // orTempStore returns st and err, the outcome of opening the demo's store,
 // unless that store is the default ./data and another process holds it: then
 // it opens a store in a temporary directory, and says so.
-func (d *demoUpstream) orTempStore(cfg *config.Config, st store.Store, err error, log *slog.Logger) (store.Store, error) {
+func (d *demoUpstream) orTempStore(cfg *config.Config, st store.Store, wired storeWiring, err error, log *slog.Logger) (store.Store, storeWiring, error) {
 	if d.ownData || !errors.Is(err, store.ErrLocked) {
-		return st, err
+		return st, wired, err
 	}
 	dir, err := os.MkdirTemp("", "gateway-demo-")
 	if err != nil {
-		return nil, fmt.Errorf("cannot make a temporary store directory: %w", err)
+		return nil, storeWiring{}, fmt.Errorf("cannot make a temporary store directory: %w", err)
 	}
 	d.tmp = dir
 	log.Warn("another process holds the demo's store "+cfg.Store.Path+": this demo keeps its data in a temporary directory, removed at exit (-data DIR chooses one)",

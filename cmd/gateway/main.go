@@ -31,6 +31,7 @@ import (
 	"github.com/modelgate/gateway/proxy"
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/edgetls"
+	"github.com/modelgate/gateway/proxy/ratelimit"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -226,9 +227,9 @@ func serve(cfg *config.Config, o serveOptions) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	st, err := openStore(cfg, log)
+	st, wired, err := openStore(cfg, log)
 	if o.demo != nil {
-		st, err = o.demo.orTempStore(cfg, st, err, log)
+		st, wired, err = o.demo.orTempStore(cfg, st, wired, err, log)
 	}
 	if err != nil {
 		return err // it names the store and says why, once
@@ -238,7 +239,7 @@ func serve(cfg *config.Config, o serveOptions) error {
 		st.Close()
 		return err
 	}
-	gw, err := proxy.New(cfg, proxy.Options{Store: st, Logger: log, AccessLog: o.access, Version: version, Metrics: certsMetrics(certs)})
+	gw, err := proxy.New(cfg, proxy.Options{Store: st, Keys: wired.keys, Limits: wired.limits, Logger: log, AccessLog: o.access, Version: version, Metrics: certsMetrics(certs)})
 	if err != nil {
 		st.Close()
 		return err
@@ -271,28 +272,45 @@ func serve(cfg *config.Config, o serveOptions) error {
 	return r.wait(sigs, o)
 }
 
+// storeWiring is what the gateway keeps in the store's engine besides its
+// records (proxy.Options.Keys and Limits).
+type storeWiring struct {
+	keys   store.KeyStore    // the callers' keys the admin API manages
+	limits ratelimit.Options // the redis engine's cluster: the keys' rate limits, shared by every node
+}
+
 // openStore opens the engine the config names. The redis engine opens even
 // when no node answers: the gateway then serves what needs no state, /readyz
 // says why it is not ready, and the engine connects in the background.
-func openStore(cfg *config.Config, log *slog.Logger) (store.Store, error) {
-	st, err := openRecords(cfg, log)
+func openStore(cfg *config.Config, log *slog.Logger) (store.Store, storeWiring, error) {
+	st, wired, err := openRecords(cfg, log)
 	if err != nil || cfg.Store.Blobs == nil {
-		return st, err
+		return st, wired, err
 	}
-	return openBlobs(cfg.Store.Blobs, st, log)
+	st, err = openBlobs(cfg.Store.Blobs, st, log)
+	return st, wired, err
 }
 
-// openRecords opens the engine of store.engine.
-func openRecords(cfg *config.Config, log *slog.Logger) (store.Store, error) {
+// openRecords opens the engine of store.engine, and wires the callers' keys
+// to it, and on redis the keys' rate limits to its cluster.
+func openRecords(cfg *config.Config, log *slog.Logger) (store.Store, storeWiring, error) {
 	if cfg.Store.Engine == "redis" {
 		o, err := cfg.Store.RedisOptions(cfg.Responses.Retention)
 		if err != nil {
-			return nil, err
+			return nil, storeWiring{}, err
 		}
-		return store.OpenRedisLazy(o, log)
+		r, err := store.OpenRedisLazy(o, log)
+		if err != nil {
+			return nil, storeWiring{}, err
+		}
+		return r, storeWiring{keys: r, limits: ratelimit.Options{Redis: r.Client, KeyPrefix: r.KeyPrefix()}}, nil
 	}
 	durability, _ := store.ParseDurability(cfg.Store.Durability) // validated with the config
-	return store.OpenPebble(cfg.Store.Path, store.PebbleOptions{Logger: store.SlogLogger(log), Durability: durability})
+	p, err := store.OpenPebble(cfg.Store.Path, store.PebbleOptions{Logger: store.SlogLogger(log), Durability: durability})
+	if err != nil {
+		return nil, storeWiring{}, err
+	}
+	return p, storeWiring{keys: p}, nil
 }
 
 // openBlobs puts the file bytes of records in the object storage of b. A service that

@@ -280,7 +280,7 @@ type Limits struct {
 	// answered 502. Default 64 MiB: image answers of several b64 PNGs reach ~50 MiB.
 	MaxResponseBytes int `yaml:"max_response_bytes"`
 	// MaxBufferedBodyBytes bounds the request body bytes held by all calls in
-	// flight, every copy a call makes counted (proxy/budget.go); past it a
+	// flight, every copy a call makes counted (proxy/bodybudget.go); past it a
 	// call is answered 503, or 413 when it needs more alone. Default 256 MiB.
 	MaxBufferedBodyBytes int `yaml:"max_buffered_body_bytes"`
 	// MaxHeldAnswerBytes bounds the rest of a streamed answer that the

@@ -58,24 +58,29 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.RateLimit.Timeout, 250*time.Millisecond)
 	c.Tracing.ensureDefaults()
 	for i := range c.Upstreams {
-		if c.Upstreams[i].MaxConns == 0 {
-			c.Upstreams[i].MaxConns = 512
-		}
-		if hc := &c.Upstreams[i].HealthCheck; hc.Path != "" {
-			setDefault(&hc.Interval, 10*time.Second)
-			setDefault(&hc.Timeout, 2*time.Second)
-			if hc.Failures == 0 {
-				hc.Failures = 2
-			}
-		}
-		if c.Upstreams[i].Provider == "" {
-			c.Upstreams[i].Provider = defaultProvider(c.Upstreams[i].Family)
-		}
+		c.Upstreams[i].ensureDefaults()
 	}
 	for i := range c.Models {
 		if c.Models[i].OwnedBy == "" {
 			c.Models[i].OwnedBy = "system"
 		}
+	}
+}
+
+// ensureDefaults fills the upstream's zero fields that have a default.
+func (u *Upstream) ensureDefaults() {
+	if u.MaxConns == 0 {
+		u.MaxConns = 512
+	}
+	if hc := &u.HealthCheck; hc.Path != "" {
+		setDefault(&hc.Interval, 10*time.Second)
+		setDefault(&hc.Timeout, 2*time.Second)
+		if hc.Failures == 0 {
+			hc.Failures = 2
+		}
+	}
+	if u.Provider == "" {
+		u.Provider = defaultProvider(u.Family)
 	}
 }
 

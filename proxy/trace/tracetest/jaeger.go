@@ -112,55 +112,64 @@ func (j *Jaeger) Spans(service string) ([]Span, error) {
 	if resp.StatusCode != 200 {
 		return nil, fmt.Errorf("jaeger query: %s", resp.Status)
 	}
-	var body struct {
-		Data []struct {
-			Spans []struct {
-				TraceID, SpanID, OperationName string
-				ProcessID                      string
-				References                     []struct{ RefType, TraceID, SpanID string }
-				Tags                           []struct {
-					Key   string
-					Value any
-				}
-				Logs []struct {
-					Fields []struct {
-						Key   string
-						Value any
-					}
-				}
-			}
-			Processes map[string]struct{ ServiceName string }
-		}
-	}
+	var body struct{ Data []jaegerTrace }
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		return nil, err
 	}
 	var spans []Span
 	for _, tr := range body.Data {
-		for _, s := range tr.Spans {
-			sp := Span{TraceID: s.TraceID, SpanID: s.SpanID, Name: s.OperationName,
-				Service: tr.Processes[s.ProcessID].ServiceName, Attrs: map[string]string{}}
-			for _, r := range s.References {
-				if r.RefType == "CHILD_OF" {
-					sp.ParentID = r.SpanID
-				}
-			}
-			for _, tag := range s.Tags {
-				v := fmt.Sprint(tag.Value)
-				if tag.Key == "span.kind" {
-					sp.Kind = v
-				}
-				sp.Attrs[tag.Key] = v
-			}
-			for _, l := range s.Logs {
-				for _, f := range l.Fields {
-					if f.Key == "event" {
-						sp.Events = append(sp.Events, fmt.Sprint(f.Value))
-					}
-				}
-			}
-			spans = append(spans, sp)
+		for i := range tr.Spans {
+			spans = append(spans, tr.Spans[i].span(tr.Processes))
 		}
 	}
 	return spans, nil
+}
+
+// jaegerTrace is a trace as Jaeger's query API returns it.
+type jaegerTrace struct {
+	Spans     []jaegerSpan
+	Processes map[string]struct{ ServiceName string }
+}
+
+// jaegerSpan is a span of a jaegerTrace.
+type jaegerSpan struct {
+	TraceID, SpanID, OperationName string
+	ProcessID                      string
+	References                     []struct{ RefType, TraceID, SpanID string }
+	Tags                           []struct {
+		Key   string
+		Value any
+	}
+	Logs []struct {
+		Fields []struct {
+			Key   string
+			Value any
+		}
+	}
+}
+
+// span returns s as a Span, its service named by processes.
+func (s *jaegerSpan) span(processes map[string]struct{ ServiceName string }) Span {
+	sp := Span{TraceID: s.TraceID, SpanID: s.SpanID, Name: s.OperationName,
+		Service: processes[s.ProcessID].ServiceName, Attrs: map[string]string{}}
+	for _, r := range s.References {
+		if r.RefType == "CHILD_OF" {
+			sp.ParentID = r.SpanID
+		}
+	}
+	for _, tag := range s.Tags {
+		v := fmt.Sprint(tag.Value)
+		if tag.Key == "span.kind" {
+			sp.Kind = v
+		}
+		sp.Attrs[tag.Key] = v
+	}
+	for _, l := range s.Logs {
+		for _, f := range l.Fields {
+			if f.Key == "event" {
+				sp.Events = append(sp.Events, fmt.Sprint(f.Value))
+			}
+		}
+	}
+	return sp
 }
