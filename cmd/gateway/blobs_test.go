@@ -125,6 +125,18 @@ func TestThreeGatewaysFilesInObjectStorage(t *testing.T) {
 	nodes := []*gateway{launchRedis(t, config), launchRedis(t, config), launchRedis(t, config)}
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	ctx := context.Background()
+	for _, g := range nodes {
+		// The redis engine connects in the background: ready within 30 s.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			status, _, body := do(t, "GET", g.admin+"/readyz", "", nil, "")
+			if status == 200 && strings.Contains(body, `"store":"open"`) && strings.Contains(body, `"object_storage":"ok"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz of %s: %d %s", g.base, status, body)
+			}
+		}
+	}
 
 	small, big := smallPNG(t, 5), bigPNG(t, 6<<20) // the part size is 5 MiB
 	var ids []string
