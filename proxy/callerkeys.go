@@ -72,7 +72,7 @@ func (c *call) verifyCaller(key []byte, invalid string) bool {
 	if v := c.st.keys; v != nil {
 		id, ok := v.Verify(key)
 		if !ok {
-			c.fail(errorf(401, "auth_invalid", invalid))
+			c.fail(c.keyRefused("auth_invalid", invalid))
 			return false
 		}
 		c.keyID = id
@@ -84,13 +84,25 @@ func (c *call) verifyCaller(key []byte, invalid string) bool {
 		c.keyID, c.access = e.ID, e.Models
 		return true
 	case keys.Blocked:
-		c.fail(errorf(401, "auth_blocked", "this API key is blocked"))
+		c.fail(c.keyRefused("auth_blocked", "this API key is blocked"))
 	case keys.Expired:
-		c.fail(errorf(401, "auth_expired", "this API key has expired"))
+		c.fail(c.keyRefused("auth_expired", "this API key has expired"))
 	default:
-		c.fail(errorf(401, "auth_invalid", invalid))
+		c.fail(c.keyRefused("auth_invalid", invalid))
 	}
 	return false
+}
+
+// keyRefused is the 401 of a key that does not authenticate, reason saying how and msg
+// what. The beta family's is OpenAI's: code invalid_api_key and "Incorrect API key
+// provided" first in the message, which, like every family's, never quotes the key.
+func (c *call) keyRefused(reason, msg string) *Error {
+	e := errorf(401, reason, msg)
+	if c.family == family.Beta {
+		e.Code = "invalid_api_key"
+		e.Message = "Incorrect API key provided: " + msg + "; check the key this gateway issued you."
+	}
+	return e
 }
 
 // allowModel refuses, 403 in the family's shape, a model the caller's key may not use.

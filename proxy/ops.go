@@ -101,7 +101,8 @@ func (g *Gateway) metrics(ctx *fasthttp.RequestCtx) {
 // least one family has a deployment that is not excluded after failures. A
 // family with none healthy is shown as failing but does not make the node
 // unready: another family still works here, and pulling every node from a
-// load balancer would not bring that family back.
+// load balancer would not bring that family back. The object storage of the file
+// bytes is reported alike, without making the node unready (health_blobs.go).
 func (g *Gateway) readyz(ctx *fasthttp.RequestCtx) {
 	r := g.readiness(time.Now())
 	if !r.Ready {
@@ -121,6 +122,12 @@ type readinessReport struct {
 	Store    string                  `json:"store"`             // open, unavailable, closed or none
 	Draining bool                    `json:"draining"`
 	Families map[string]familyHealth `json:"families"`
+
+	// ObjectStorage is the bucket of the file bytes (store.blobs): ok or unavailable, with
+	// ObjectStorageReason; absent without one. It never makes the node unready (see
+	// health_blobs.go).
+	ObjectStorage       string `json:"object_storage,omitempty"`
+	ObjectStorageReason string `json:"object_storage_reason,omitempty"`
 	// storeReason is why the store cannot serve, when Store is unavailable.
 	storeReason string
 }
@@ -153,6 +160,7 @@ func (g *Gateway) readiness(now time.Time) readinessReport {
 	if r.storeReason != "" {
 		r.Reasons = append(r.Reasons, r.storeReason)
 	}
+	r.ObjectStorage, r.ObjectStorageReason = g.objectStorageReadiness(now)
 	if r.Draining {
 		r.Reasons = append(r.Reasons, "shutting down")
 	}

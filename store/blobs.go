@@ -75,14 +75,12 @@ func OpenBlobs(records Store, opts S3Options) (*Blobs, error) {
 	return &Blobs{records: re, obj: obj}, nil
 }
 
-// Check reports whether the bucket answers, for a readiness probe or a start-up log line.
+// Check reports whether the records engine can serve now (see LazyRedis.Check): the
+// store's own readiness. The object storage is asked apart, by CheckBucket: without it
+// only uploads and inlining fail.
 func (b *Blobs) Check(ctx context.Context) error {
-	ok, err := b.obj.c.BucketExists(ctx, b.obj.bucket)
-	switch {
-	case err != nil:
-		return s3Err("check the bucket", err)
-	case !ok:
-		return fmt.Errorf("bucket %q does not exist: %w", b.obj.bucket, ErrUnavailable)
+	if c, ok := b.records.(interface{ Check(context.Context) error }); ok {
+		return c.Check(ctx)
 	}
 	return nil
 }

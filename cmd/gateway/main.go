@@ -322,7 +322,7 @@ func openBlobs(b *config.StoreBlobs, records store.Store, log *slog.Logger) (sto
 		if bl, err = store.OpenBlobs(records, o); err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if cerr := bl.Check(ctx); cerr != nil {
+			if cerr := bl.CheckBucket(ctx); cerr != nil {
 				log.Warn("store: object storage does not answer; uploads and file inlining fail until it does",
 					"endpoint", b.Endpoint, "bucket", b.Bucket, "err", cerr)
 			}

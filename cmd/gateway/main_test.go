@@ -45,6 +45,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	e2eCluster.Stop()
+	gatewayS3.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
