@@ -53,7 +53,7 @@ type observedStore struct {
 	s      store.Store
 	ops    [numStoreOps]opMetrics
 	closed atomic.Bool
-	bucket bucketProbe // the object storage's answers to readiness (health_blobs.go)
+	bucket bucketProbe // the object storage's answers to readiness (ops_bucket.go)
 }
 
 var _ store.Store = (*observedStore)(nil)

@@ -102,7 +102,7 @@ func (g *Gateway) metrics(ctx *fasthttp.RequestCtx) {
 // family with none healthy is shown as failing but does not make the node
 // unready: another family still works here, and pulling every node from a
 // load balancer would not bring that family back. The object storage of the file
-// bytes is reported alike, without making the node unready (health_blobs.go).
+// bytes is reported alike, without making the node unready (ops_bucket.go).
 func (g *Gateway) readyz(ctx *fasthttp.RequestCtx) {
 	r := g.readiness(time.Now())
 	if !r.Ready {
@@ -125,7 +125,7 @@ type readinessReport struct {
 
 	// ObjectStorage is the bucket of the file bytes (store.blobs): ok or unavailable, with
 	// ObjectStorageReason; absent without one. It never makes the node unready (see
-	// health_blobs.go).
+	// ops_bucket.go).
 	ObjectStorage       string `json:"object_storage,omitempty"`
 	ObjectStorageReason string `json:"object_storage_reason,omitempty"`
 	// storeReason is why the store cannot serve, when Store is unavailable.
