@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 
@@ -164,12 +163,7 @@ func TestGatewayRedisFailover(t *testing.T) {
 func failoverSetup(t *testing.T) (addrs []string, path string) {
 	t.Helper()
 	e2eCluster.Addrs(t) // skips (or fails in CI) when redis cannot be had
-	out, err := redistest.Run("start", downPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { redistest.StopPort(downPort) })
-	addrs = strings.Fields(out)
+	addrs = redistest.StartPort(t, downPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000")
 	s, err := sim.Listen("127.0.0.1:0", sim.Options{Name: "s1", AlphaKey: upAlpha, BetaKey: upBeta, NoRecord: true})
 	if err != nil {
 		t.Fatal(err)

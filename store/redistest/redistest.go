@@ -61,6 +61,23 @@ func PidFile(port, nodePort int) string {
 // with env added to the environment, and returns its output.
 func Run(cmd string, port int, env ...string) (string, error) { return script.Run(cmd, port, env...) }
 
+// StartPort starts the cluster of port, with env added to the environment (see
+// Run), for t alone: it fails t when the cluster cannot be started, and stops
+// it, failing t when it cannot, once t ends. It returns the nodes' addresses.
+func StartPort(t testing.TB, port int, env ...string) []string {
+	t.Helper()
+	out, err := Run("start", port, env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := StopPort(port); err != nil {
+			t.Error(err)
+		}
+	})
+	return strings.Fields(out)
+}
+
 // StopPort stops the cluster of port and removes its data directory.
 func StopPort(port int) error { return script.Stop(port) }
 
