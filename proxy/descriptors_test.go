@@ -14,31 +14,9 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/internal/netfault"
 )
-
-// failingListener fails its first n accepts with err, then accepts.
-type failingListener struct {
-	net.Listener
-	mu  sync.Mutex
-	n   int
-	err error
-}
-
-func (l *failingListener) Accept() (net.Conn, error) {
-	l.mu.Lock()
-	fail := l.n > 0
-	l.n--
-	l.mu.Unlock()
-	if fail {
-		return nil, l.err
-	}
-	return l.Listener.Accept()
-}
-
-// acceptError is what net.TCPListener.Accept returns for errno.
-func acceptError(errno syscall.Errno) error {
-	return &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)}
-}
 
 // TestAcceptErrorsAreRetried: a failed accept on either listener is counted
 // and tried again; the server keeps serving and does not return until it is
@@ -66,7 +44,9 @@ func TestAcceptErrorsAreRetried(t *testing.T) {
 		}
 		before := counter.Get()
 		served := make(chan error, 1)
-		go func() { served <- srv.Serve(tc.wrap(&failingListener{Listener: ln, n: 3, err: acceptError(tc.errno)})) }()
+		go func() {
+			served <- srv.Serve(tc.wrap(&netfault.Listener{Listener: ln, N: 3, Err: netfault.AcceptError(tc.errno)}))
+		}()
 		status := getHealthz(t, ln.Addr().String())
 		if status != fasthttp.StatusOK {
 			t.Fatalf("%s listener, %v: /healthz answered %d", tc.listener, tc.errno, status)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,16 +54,7 @@ func TestRedisFailover(t *testing.T) {
 	}
 	testCluster.Addrs(t) // skips when redis cannot be had
 	// A node timeout of 1 s: the replica takes over about a second after the kill.
-	out, err := redistest.Run("start", failoverPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := redistest.StopPort(failoverPort); err != nil {
-			t.Error(err)
-		}
-	})
-	addrs := strings.Fields(out)
+	addrs := redistest.StartPort(t, failoverPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000")
 	s, err := OpenRedis(RedisOptions{Addrs: addrs, KeyPrefix: "failover:", Replicas: 1,
 		WaitTimeout: 500 * time.Millisecond, CommandTimeout: 2 * time.Second, ChunkSize: 4096})
 	if err != nil {

@@ -72,16 +72,7 @@ func TestRedisPausedMasterUploads(t *testing.T) {
 		t.Skip("stops a Redis master: not in -short")
 	}
 	testCluster.Addrs(t) // skips when redis cannot be had
-	out, err := redistest.Run("start", pausePort)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := redistest.StopPort(pausePort); err != nil {
-			t.Error(err)
-		}
-	})
-	addrs := strings.Fields(out)
+	addrs := redistest.StartPort(t, pausePort)
 	s, err := OpenRedis(RedisOptions{Addrs: addrs, KeyPrefix: "pause:", Replicas: 0,
 		CommandTimeout: 500 * time.Millisecond, ChunkSize: pauseChunk})
 	if err != nil {

@@ -2,21 +2,14 @@ package store
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/modelgate/gateway/proxy/edgetls/testca"
 )
 
 // TestRedisTLS runs the engine over TLS against a real standalone redis-server with a
@@ -25,11 +18,12 @@ import (
 func TestRedisTLS(t *testing.T) {
 	testCluster.Addrs(t) // installs redis, or skips (fails in CI) without it
 	dir := t.TempDir()
-	cert, key, pool := tlsFiles(t, dir)
+	ca := testca.New(t, "redis")
+	leaf := ca.Server(t, time.Hour, "redis.test")
 	port := freePort(t)
 	srv := exec.Command("redis-server", "--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert, "--tls-auth-clients", "no",
-		"--save", "", "--appendonly", "no", "--dir", dir)
+		"--tls-cert-file", leaf.CertFile, "--tls-key-file", leaf.KeyFile, "--tls-ca-cert-file", ca.CertFile,
+		"--tls-auth-clients", "no", "--save", "", "--appendonly", "no", "--dir", dir)
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +41,7 @@ func TestRedisTLS(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s, err := OpenRedis(RedisOptions{Addrs: []string{addr}, TLS: &tls.Config{RootCAs: pool, ServerName: "redis.test"}})
+	s, err := OpenRedis(RedisOptions{Addrs: []string{addr}, TLS: &tls.Config{RootCAs: ca.Pool(), ServerName: "redis.test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,36 +69,4 @@ func freePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// tlsFiles writes a self-signed certificate for redis.test and its key in dir.
-func tlsFiles(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redis.test"},
-		DNSNames: []string{"redis.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(c)
-	return certFile, keyFile, pool
 }

@@ -115,16 +115,8 @@ func streamed(name, what string, r request, body string, o load.Options) Scenari
 		Name: name,
 		Description: fmt.Sprintf("%s: %d content deltas (every event of the stream counted and checked), closed loop over %d connections.",
 			what, StreamEvents, o.Connections),
-		Load: o,
-		build: func(ctx context.Context, env *Env, t *Target) (*load.Spec, error) {
-			n, err := directEvents(ctx, env, &r)
-			if err != nil {
-				return nil, err
-			}
-			s := r.spec(env, t)
-			s.Check.Events = n
-			return s, nil
-		},
+		Load:  o,
+		build: eventsSpec(&r),
 	}
 }
 
@@ -136,6 +128,20 @@ func directEvents(ctx context.Context, env *Env, r *request) (int, error) {
 		return 0, fmt.Errorf("cannot learn the event count from the simulator: %w", err)
 	}
 	return n, nil
+}
+
+// eventsSpec builds r's spec for a target, whose every answer must have as
+// many events as the simulator sends for r.
+func eventsSpec(r *request) func(context.Context, *Env, *Target) (*load.Spec, error) {
+	return func(ctx context.Context, env *Env, t *Target) (*load.Spec, error) {
+		n, err := directEvents(ctx, env, r)
+		if err != nil {
+			return nil, err
+		}
+		s := r.spec(env, t)
+		s.Check.Events = n
+		return s, nil
+	}
 }
 
 func affinity(o load.Options) Scenario {
@@ -213,15 +219,7 @@ func llmStreams(p Params) Scenario {
 			sizesText(p.PacedStreams), p.PacedFirstEvent, p.PacedEvents, p.PacedEventDelay, p.PacedFirstEvent),
 		Paced: &Paced{Sizes: p.PacedStreams, Options: load.PacedOptions{
 			FirstEvent: p.PacedFirstEvent, EventDelay: p.PacedEventDelay}},
-		build: func(ctx context.Context, env *Env, t *Target) (*load.Spec, error) {
-			n, err := directEvents(ctx, env, &r)
-			if err != nil {
-				return nil, err
-			}
-			s := r.spec(env, t)
-			s.Check.Events = n
-			return s, nil
-		},
+		build: eventsSpec(&r),
 	}
 }
 

@@ -3,35 +3,15 @@ package main
 import (
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/modelgate/gateway/internal/netfault"
 	"github.com/modelgate/gateway/proxy"
 )
-
-// failingListener fails its first n accepts with err, then accepts.
-type failingListener struct {
-	net.Listener
-	mu  sync.Mutex
-	n   int
-	err error
-}
-
-func (l *failingListener) Accept() (net.Conn, error) {
-	l.mu.Lock()
-	fail := l.n > 0
-	l.n--
-	l.mu.Unlock()
-	if fail {
-		return nil, l.err
-	}
-	return l.Listener.Accept()
-}
 
 type nopCloser struct{}
 
@@ -55,9 +35,9 @@ func TestAcceptErrorKeepsServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	emfile := &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
-	lns[0] = &failingListener{Listener: lns[0], n: 3, err: emfile}
-	lns[1] = &failingListener{Listener: lns[1], n: 3, err: emfile}
+	emfile := netfault.AcceptError(syscall.EMFILE)
+	lns[0] = &netfault.Listener{Listener: lns[0], N: 3, Err: emfile}
+	lns[1] = &netfault.Listener{Listener: lns[1], N: 3, Err: emfile}
 	r := start(gw, nopCloser{}, lns, nil, log)
 
 	client := &http.Client{Timeout: 30 * time.Second} // a hung gateway fails the test

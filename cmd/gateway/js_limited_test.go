@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -15,25 +13,12 @@ func TestJSSDKLimitedStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the JS SDK tests install packages and start node")
 	}
-	npm := needTool(t, "npm", "npm")
-	node := needTool(t, "node", "nodejs")
-	ci := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error")
-	ci.Dir = jsDir
-	if out, err := ci.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", jsDir, err, out)
-	}
+	node := installJS(t)
 	e := newEnv(t)
 	e.writeConfig("", "  - {id: team-c, key: "+keyC+", limits: {tokens_per_minute: 1000000}}\n")
 	g := e.start("-admin-listen", "off")
-	run := exec.Command(node, "limited-stream.mjs")
-	run.Dir = jsDir
-	run.Env = append(os.Environ(), "GATEWAY_URL="+g.base, "GATEWAY_LIMITED_KEY="+keyC, "GATEWAY_FREE_KEY="+keyA,
-		"GATEWAY_CHAT_MODEL=old-model", "NO_COLOR=1")
-	out, err := run.CombinedOutput()
-	if err != nil {
-		t.Fatalf("node limited-stream.mjs: %v\n%s\ngateway log:\n%s", err, out, g.stderr.String())
-	}
-	t.Logf("%s", out)
+	runScript(t, node, g, "limited-stream.mjs", "GATEWAY_URL="+g.base, "GATEWAY_LIMITED_KEY="+keyC, "GATEWAY_FREE_KEY="+keyA,
+		"GATEWAY_CHAT_MODEL=old-model")
 	// The first stream, the limited key's, asked the provider for its usage.
 	reqs := e.sim.Requests()
 	if len(reqs) != 2 || !strings.Contains(string(reqs[0].Body), `"stream_options":{"include_usage":true}`) ||

@@ -63,6 +63,20 @@ func runJS(t *testing.T, node string, g *gateway, env ...string) {
 	t.Logf("JS SDK tests:\n%s", summary)
 }
 
+// runScript runs jsDir's script with node against g, with env added to the
+// process's, and logs its output.
+func runScript(t *testing.T, node string, g *gateway, script string, env ...string) {
+	t.Helper()
+	run := exec.Command(node, script)
+	run.Dir = jsDir
+	run.Env = append(append(os.Environ(), env...), "NO_COLOR=1")
+	out, err := run.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node %s with %q: %v\n%s\ngateway log:\n%s", script, env, err, out, g.stderr.String())
+	}
+	t.Logf("%s", out)
+}
+
 // needTool returns the path of command, installing the Debian package pkg
 // with .ci/apt-install when it is missing; it skips the test, saying why,
 // when that fails.

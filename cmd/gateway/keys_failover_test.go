@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelgate/gateway/bench/sim"
 	"github.com/modelgate/gateway/store/redistest"
 )
 
@@ -121,19 +120,7 @@ func TestKeysRedisFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a Redis master: not in -short")
 	}
-	e2eCluster.Addrs(t) // skips (or fails in CI) when redis cannot be had
-	out, err := redistest.Run("start", downPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { redistest.StopPort(downPort) })
-	addrs := strings.Fields(out)
-	s, err := sim.Listen("127.0.0.1:0", sim.Options{Name: "s1", AlphaKey: upAlpha, BetaKey: upBeta, NoRecord: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	path := redisConfig(t, addrs, s, "  replicas: 1\n  wait_timeout: 500ms\n  command_timeout: 2s\n")
+	addrs, path := failoverSetup(t)
 	appendFile(t, path, fmt.Sprintf("admin:\n  tokens: [{id: ops, key: %s}]\n", adminTok))
 	nodes := []*gateway{launchRedis(t, path), launchRedis(t, path), launchRedis(t, path)}
 	prefix := prefixOf(t, path)
@@ -145,14 +132,8 @@ func TestKeysRedisFailover(t *testing.T) {
 		wg.Go(func() { keysChurn(g, fmt.Sprintf("n%d", i), stop, l) })
 	}
 	eventually(t, func() string { return "first acknowledged changes" }, func() bool { return l.count() >= 60 })
-	victim := redistest.KillMasterOf(t, downPort, addrs, prefix+"{gwkeys}:recs")
-	t.Logf("killed the master on port %d, which holds the keys, after %d acknowledged changes", victim, l.count())
-	c := redistest.Client(t, addrs)
-	eventually(t, func() string { return "failover" }, func() bool { return redistest.OK(c, victim) })
-	// The killed node rejoins as a replica, so that replicas: 1 can be met on its slots again.
-	if _, err := redistest.Run("start", downPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000"); err != nil {
-		t.Fatal(err)
-	}
+	t.Logf("%d acknowledged changes before the kill", l.count())
+	c := failOver(t, addrs, prefix+"{gwkeys}:recs")
 	n0 := l.count()
 	eventually(t, func() string { return "changes acknowledged after the failover" }, func() bool { return l.count() >= n0+60 })
 	close(stop)

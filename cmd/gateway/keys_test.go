@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -35,12 +34,7 @@ func keysCluster(t *testing.T, n int) ([]*gateway, *sim.Server) {
 	}
 	t.Cleanup(func() { s.Close() })
 	path := redisConfig(t, addrs, s, "")
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(f, "admin:\n  tokens: [{id: ops, key: %s}]\n", adminTok)
-	f.Close()
+	appendFile(t, path, fmt.Sprintf("admin:\n  tokens: [{id: ops, key: %s}]\n", adminTok))
 	nodes := make([]*gateway, n)
 	for i := range nodes {
 		nodes[i] = launchRedis(t, path)
@@ -259,12 +253,7 @@ func TestKeysRedisOutage(t *testing.T) {
 	}
 	defer s.Close()
 	path := redisConfig(t, downAddrs(), s, "  dial_timeout: 1s\n  command_timeout: 1s\n")
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(f, "admin:\n  tokens: [{id: ops, key: %s}]\n", adminTok)
-	f.Close()
+	appendFile(t, path, fmt.Sprintf("admin:\n  tokens: [{id: ops, key: %s}]\n", adminTok))
 	g := launchRedis(t, path)
 	var k map[string]any
 	eventually(t, func() string { return "a key made once redis is ready" }, func() bool {

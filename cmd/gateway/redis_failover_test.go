@@ -7,13 +7,14 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/modelgate/gateway/bench/sim"
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/store/redistest"
+
+	"github.com/redis/rueidis"
 )
 
 // failoverLog is what the clients of TestGatewayRedisFailover were answered.
@@ -123,19 +124,7 @@ func TestGatewayRedisFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a Redis master: not in -short")
 	}
-	e2eCluster.Addrs(t) // skips (or fails in CI) when redis cannot be had
-	out, err := redistest.Run("start", downPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { redistest.StopPort(downPort) })
-	addrs := strings.Fields(out)
-	s, err := sim.Listen("127.0.0.1:0", sim.Options{Name: "s1", AlphaKey: upAlpha, BetaKey: upBeta, NoRecord: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	path := redisConfig(t, addrs, s, "  replicas: 1\n  wait_timeout: 500ms\n  command_timeout: 2s\n")
+	addrs, path := failoverSetup(t)
 	g := launchRedis(t, path)
 	prefix := prefixOf(t, path)
 
@@ -153,14 +142,7 @@ func TestGatewayRedisFailover(t *testing.T) {
 	log.mu.Lock()
 	first := log.responses[0]
 	log.mu.Unlock()
-	victim := redistest.KillMasterOf(t, downPort, addrs, prefix+"r:"+first)
-	t.Logf("killed the master on port %d, which holds %s", victim, first)
-	c := redistest.Client(t, addrs)
-	eventually(t, func() string { return "failover" }, func() bool { return redistest.OK(c, victim) })
-	// The killed node rejoins as a replica, so that replicas: 1 can be met on its slots again.
-	if _, err := redistest.Run("start", downPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000"); err != nil {
-		t.Fatal(err)
-	}
+	c := failOver(t, addrs, prefix+"r:"+first)
 	r0, f0 := log.acked()
 	eventually(t, func() string { return "writes after the failover" }, func() bool {
 		r, f := log.acked()
@@ -172,6 +154,38 @@ func TestGatewayRedisFailover(t *testing.T) {
 	// answer CLUSTERDOWN until it has the new configuration.
 	eventually(t, func() string { return "every node sees the cluster ok" }, func() bool { return redistest.AllOK(c) })
 	checkAcked(t, g, log)
+}
+
+// failoverSetup starts the cluster on downPort with a node timeout of a second, so that a
+// replica takes over a killed master within seconds, and a simulator, and writes a Redis
+// config for both whose writes wait for one replica. It returns the cluster's addresses
+// and the config's path.
+func failoverSetup(t *testing.T) (addrs []string, path string) {
+	t.Helper()
+	e2eCluster.Addrs(t) // skips (or fails in CI) when redis cannot be had
+	addrs = redistest.StartPort(t, downPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000")
+	s, err := sim.Listen("127.0.0.1:0", sim.Options{Name: "s1", AlphaKey: upAlpha, BetaKey: upBeta, NoRecord: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return addrs, redisConfig(t, addrs, s, "  replicas: 1\n  wait_timeout: 500ms\n  command_timeout: 2s\n")
+}
+
+// failOver kills (SIGKILL) the master of the cluster on downPort that holds key, waits
+// for the cluster to be ok without it, and starts the killed node again: it rejoins as a
+// replica, so that replicas: 1 can be met on its slots again. It returns a client of the
+// cluster.
+func failOver(t *testing.T, addrs []string, key string) rueidis.Client {
+	t.Helper()
+	victim := redistest.KillMasterOf(t, downPort, addrs, key)
+	t.Logf("killed the master on port %d, which holds %s", victim, key)
+	c := redistest.Client(t, addrs)
+	eventually(t, func() string { return "failover" }, func() bool { return redistest.OK(c, victim) })
+	if _, err := redistest.Run("start", downPort, "REDIS_CLUSTER_NODE_TIMEOUT=1000"); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // prefixOf reads the key prefix of a config written by redisConfig.

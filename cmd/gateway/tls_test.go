@@ -40,12 +40,7 @@ func newTLSEnv(t *testing.T, first *testca.Leaf, ca *testca.CA, extraTLS string,
 	e.writeConfig("", extraKeys...)
 	e.certFile, e.keyFile = filepath.Join(e.dir, "edge.pem"), filepath.Join(e.dir, "edge-key.pem")
 	first.Install(t, e.certFile, e.keyFile)
-	f, err := os.OpenFile(e.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(f, "listen_tls: 127.0.0.1:0\ntls: {cert_file: %q, key_file: %q%s}\n", e.certFile, e.keyFile, extraTLS)
-	f.Close()
+	appendFile(t, e.cfgPath, fmt.Sprintf("listen_tls: 127.0.0.1:0\ntls: {cert_file: %q, key_file: %q%s}\n", e.certFile, e.keyFile, extraTLS))
 	return e
 }
 

@@ -74,15 +74,22 @@ func TestSyncerRunFollowsAnnouncements(t *testing.T) {
 	<-swapped // the seed
 	<-swapped // the first read
 	put(t, p, Record{ID: "a", Digest: DigestOf("a-secret")}, nil)
+	waitValid(t, swapped, "a-secret", "the change was not followed")
+}
+
+// waitValid waits for a snapshot swapped in on swapped that takes key; it fails t,
+// saying what, when none has come in 30 s: a guard against a hang, not a measure.
+func waitValid(t *testing.T, swapped <-chan *Snapshot, key, what string) {
+	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
 		select {
 		case sn := <-swapped:
-			if valid(sn, "a-secret") {
+			if valid(sn, key) {
 				return
 			}
 		case <-deadline:
-			t.Fatal("the change was not followed")
+			t.Fatal(what)
 		}
 	}
 }
@@ -157,15 +164,5 @@ func TestSyncerCheckBoundsStaleness(t *testing.T) {
 	defer cancel()
 	go s.Run(ctx)
 	put(t, p, Record{ID: "a", Digest: DigestOf("a-secret")}, nil)
-	deadline := time.After(30 * time.Second)
-	for {
-		select {
-		case sn := <-swapped:
-			if valid(sn, "a-secret") {
-				return
-			}
-		case <-deadline:
-			t.Fatal("the periodic check did not bring the change")
-		}
-	}
+	waitValid(t, swapped, "a-secret", "the periodic check did not bring the change")
 }

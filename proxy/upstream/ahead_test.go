@@ -43,6 +43,22 @@ func waitAhead(r *Relay) {
 	a.mu.Unlock()
 }
 
+// relayRest relays the rest of r to a client that already got first and
+// closes r: the client must have got events whole, and the call must no
+// longer be in flight.
+func relayRest(t *testing.T, r *Relay, first []byte, events string) {
+	t.Helper()
+	var got bytes.Buffer
+	got.Write(first)
+	if _, err := r.WriteTo(&got); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if got.String() != events || r.dep.InFlight() != 0 {
+		t.Fatalf("relayed %d bytes, want %d; in flight %d", got.Len(), len(events), r.dep.InFlight())
+	}
+}
+
 // A read-ahead reads an answer whose rest fits its bound to its end: the
 // connection is back in the pool, and the call no longer in flight, before
 // the client took the rest; the client then gets the answer whole.
@@ -68,15 +84,7 @@ func TestReadAheadFreesConnection(t *testing.T) {
 	}
 	streamed(&other)
 	other.Close()
-	var got bytes.Buffer
-	got.Write(first[:n])
-	if _, err := r.WriteTo(&got); err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
-	if got.String() != events || r.dep.InFlight() != 0 {
-		t.Fatalf("relayed %d bytes, want %d; in flight %d", got.Len(), len(events), r.dep.InFlight())
-	}
+	relayRest(t, &r, first[:n], events)
 }
 
 // A read-ahead stops at its bound: the connection stays with the call, as
@@ -97,15 +105,7 @@ func TestReadAheadStopsAtBound(t *testing.T) {
 	if r.ahead.ended || r.ahead.n != 16<<10 || r.dep.InFlight() != 1 {
 		t.Fatalf("read-ahead ended %v held %d, in flight %d", r.ahead.ended, r.ahead.n, r.dep.InFlight())
 	}
-	var got bytes.Buffer
-	got.Write(first[:n])
-	if _, err := r.WriteTo(&got); err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
-	if got.String() != events || r.dep.InFlight() != 0 {
-		t.Fatalf("relayed %d bytes, want %d; in flight %d", got.Len(), len(events), r.dep.InFlight())
-	}
+	relayRest(t, &r, first[:n], events)
 }
 
 // A relay that catches up with its read-ahead, while the upstream still

@@ -15,63 +15,41 @@ package redistest
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/modelgate/gateway/store/internal/serverscript"
 )
 
 // Cluster is the cluster of one first port, started once on first use.
 type Cluster struct {
 	Port int // first port: the nodes listen on Port..Port+5
 
-	once    sync.Once
-	addrs   []string
-	err     error
-	started bool // by this process: stopped by Stop
+	srv serverscript.Server
 }
+
+var script = serverscript.Script{File: "redis-cluster.sh", Dir: "gateway-redis-cluster", PortEnv: "REDIS_CLUSTER_PORT"}
 
 // Addrs returns the addresses of the cluster's nodes, starting it on first
 // use; it skips (or fails, see the package doc) t when there is no cluster.
 func (c *Cluster) Addrs(t testing.TB) []string {
 	t.Helper()
-	c.once.Do(func() {
-		_, err := Run("status", c.Port)
-		running := err == nil
-		out, err := Run("start", c.Port)
-		c.addrs, c.err = strings.Fields(out), err
-		c.started = err == nil && !running
-	})
-	if c.err != nil {
-		if os.Getenv("GATEWAY_REQUIRE_REDIS") == "1" {
-			t.Fatalf("no Redis Cluster: %v", c.err)
-		}
-		t.Skipf("no Redis Cluster: %v", c.err)
-	}
-	return c.addrs
+	return strings.Fields(c.srv.Start(t, script, c.Port, "Redis Cluster", "GATEWAY_REQUIRE_REDIS"))
 }
 
 // Stop stops the cluster and removes its data if this process started it.
-func (c *Cluster) Stop() {
-	if c.started {
-		StopPort(c.Port)
-	}
-}
+func (c *Cluster) Stop() { c.srv.Stop(script, c.Port) }
 
 // Dir is the data directory of the cluster on port: fixed, so that a cluster
 // a test process left running is found and reused.
-func Dir(port int) string {
-	return filepath.Join(os.TempDir(), fmt.Sprintf("gateway-redis-cluster-%d", port))
-}
+func Dir(port int) string { return script.DataDir(port) }
 
 // PidFile is the pidfile of the node listening on nodePort of the cluster of
 // port.
@@ -79,35 +57,29 @@ func PidFile(port, nodePort int) string {
 	return filepath.Join(Dir(port), strconv.Itoa(nodePort), "redis.pid")
 }
 
-// script returns the path of scripts/redis-cluster.sh.
-func script() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "scripts", "redis-cluster.sh")
-}
-
 // Run runs the script with cmd (start, stop, status) on the cluster of port,
 // with env added to the environment, and returns its output.
-func Run(cmd string, port int, env ...string) (string, error) {
-	c := exec.Command("bash", script(), cmd, Dir(port))
-	c.Env = append(os.Environ(), fmt.Sprintf("REDIS_CLUSTER_PORT=%d", port))
-	c.Env = append(c.Env, env...)
-	var stderr strings.Builder
-	c.Stderr = &stderr
-	out, err := c.Output()
+func Run(cmd string, port int, env ...string) (string, error) { return script.Run(cmd, port, env...) }
+
+// StartPort starts the cluster of port, with env added to the environment (see
+// Run), for t alone: it fails t when the cluster cannot be started, and stops
+// it, failing t when it cannot, once t ends. It returns the nodes' addresses.
+func StartPort(t testing.TB, port int, env ...string) []string {
+	t.Helper()
+	out, err := Run("start", port, env...)
 	if err != nil {
-		return "", fmt.Errorf("redis-cluster.sh %s: %v: %s", cmd, err, stderr.String())
+		t.Fatal(err)
 	}
-	return string(out), nil
+	t.Cleanup(func() {
+		if err := StopPort(port); err != nil {
+			t.Error(err)
+		}
+	})
+	return strings.Fields(out)
 }
 
 // StopPort stops the cluster of port and removes its data directory.
-func StopPort(port int) error {
-	if _, err := Run("stop", port); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return err
-	}
-	return os.RemoveAll(Dir(port))
-}
+func StopPort(port int) error { return script.Stop(port) }
 
 // Client returns a plain client of the cluster, closed when t ends.
 func Client(t testing.TB, addrs []string) rueidis.Client {

@@ -15,17 +15,15 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/modelgate/gateway/store/internal/serverscript"
 )
 
 // The credentials of the test server.
@@ -38,38 +36,21 @@ const (
 type Server struct {
 	Port int
 
-	once     sync.Once
-	endpoint string
-	err      error
-	started  bool // by this process: stopped by Stop
+	srv serverscript.Server
 }
+
+var script = serverscript.Script{File: "s3-server.sh", Dir: "gateway-s3-server", PortEnv: "S3_SERVER_PORT",
+	Env: []string{"S3_SERVER_ACCESS=" + AccessKey, "S3_SERVER_SECRET=" + SecretKey}}
 
 // Endpoint returns the server's URL, starting it on first use; it skips (or fails, see the
 // package doc) t when there is no server.
 func (s *Server) Endpoint(t testing.TB) string {
 	t.Helper()
-	s.once.Do(func() {
-		_, err := Run("status", s.Port)
-		running := err == nil
-		out, err := Run("start", s.Port)
-		s.endpoint, s.err = strings.TrimSpace(out), err
-		s.started = err == nil && !running
-	})
-	if s.err != nil {
-		if os.Getenv("GATEWAY_REQUIRE_S3") == "1" || os.Getenv("GATEWAY_REQUIRE_REDIS") == "1" {
-			t.Fatalf("no S3 server: %v", s.err)
-		}
-		t.Skipf("no S3 server: %v", s.err)
-	}
-	return s.endpoint
+	return strings.TrimSpace(s.srv.Start(t, script, s.Port, "S3 server", "GATEWAY_REQUIRE_S3", "GATEWAY_REQUIRE_REDIS"))
 }
 
 // Stop stops the server and removes its data if this process started it.
-func (s *Server) Stop() {
-	if s.started {
-		StopPort(s.Port)
-	}
-}
+func (s *Server) Stop() { s.srv.Stop(script, s.Port) }
 
 // Kill stops the server now (it comes back with Restart), for tests of an outage.
 func (s *Server) Kill(t testing.TB) {
@@ -132,35 +113,11 @@ func Objects(t testing.TB, endpoint, bucket, prefix string) []string {
 
 // Dir is the data directory of the server on port: fixed, so that a server a test process
 // left running is found and reused.
-func Dir(port int) string {
-	return filepath.Join(os.TempDir(), fmt.Sprintf("gateway-s3-server-%d", port))
-}
-
-func script() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "scripts", "s3-server.sh")
-}
+func Dir(port int) string { return script.DataDir(port) }
 
 // Run runs the script with cmd (start, stop, status) on the server of port and returns its
 // output.
-func Run(cmd string, port int) (string, error) {
-	c := exec.Command("bash", script(), cmd, Dir(port))
-	c.Env = append(os.Environ(), fmt.Sprintf("S3_SERVER_PORT=%d", port),
-		"S3_SERVER_ACCESS="+AccessKey, "S3_SERVER_SECRET="+SecretKey)
-	var stderr strings.Builder
-	c.Stderr = &stderr
-	out, err := c.Output()
-	if err != nil {
-		return "", fmt.Errorf("s3-server.sh %s: %v: %s", cmd, err, stderr.String())
-	}
-	return string(out), nil
-}
+func Run(cmd string, port int) (string, error) { return script.Run(cmd, port) }
 
 // StopPort stops the server of port and removes its data directory.
-func StopPort(port int) error {
-	if _, err := Run("stop", port); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return err
-	}
-	return os.RemoveAll(Dir(port))
-}
+func StopPort(port int) error { return script.Stop(port) }
