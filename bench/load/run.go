@@ -86,9 +86,13 @@ func (o *Options) workers() int {
 	return n
 }
 
-// newClient returns the client of one run: plain keep-alive connections to
-// addr, no retries, no pipelining.
-func newClient(addr string, conns int, check *Check, timeout time.Duration) *fasthttp.HostClient {
+// newClient returns the client of one run: keep-alive connections to addr,
+// over TLS for an https spec, no retries, no pipelining.
+func newClient(addr string, conns int, spec *Spec, check *Check, timeout time.Duration) (*fasthttp.HostClient, error) {
+	isTLS, err := spec.isTLS()
+	if err != nil {
+		return nil, err
+	}
 	return &fasthttp.HostClient{
 		Addr:                      addr,
 		Name:                      "modelgate-load",
@@ -101,7 +105,9 @@ func newClient(addr string, conns int, check *Check, timeout time.Duration) *fas
 		MaxResponseBodySize:       check.maxBody(),
 		StreamResponseBody:        check.streams(),
 		DisablePathNormalizing:    true,
-	}
+		IsTLS:                     isTLS,
+		TLSConfig:                 spec.TLS,
+	}, nil
 }
 
 // Run drives the target of spec as opts say and returns what it measured.
@@ -117,7 +123,10 @@ func Run(ctx context.Context, spec *Spec, opts Options) (Result, error) {
 		return Result{}, fmt.Errorf("cannot run at rate %v: %w", opts.Rate, ErrBadOptions)
 	}
 	n := opts.workers()
-	client := newClient(addr, n, &spec.Check, opts.Timeout)
+	client, err := newClient(addr, n, spec, &spec.Check, opts.Timeout)
+	if err != nil {
+		return Result{}, err
+	}
 	defer client.CloseIdleConnections()
 
 	ws := make([]*worker, n)

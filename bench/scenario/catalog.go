@@ -61,6 +61,8 @@ func All(p Params) []Scenario {
 		chatPlain("chat", Connections, closed(Connections)),
 		chatPlain("chat-1conn", 1, closed(1)),
 		chatOpen(p),
+		chatTLS("chat-tls", false, closed(Connections)),
+		chatTLS("chat-tls-handshake", true, closed(Connections)),
 		streamed("chat-stream", "Chat completion streamed", chatRequest, chatStream, closed(Connections)),
 		streamed("messages-stream", "Alpha messages streamed",
 			request{fam: alpha, gatewayPath: "/v1/router/alpha/v1/messages", simPath: "/v1/messages"},
@@ -90,6 +92,35 @@ func chatPlain(name string, conns int, o load.Options) Scenario {
 			conns, plural(conns, "connection")),
 		Load:  o,
 		build: fixed(r),
+	}
+}
+
+// chatTLS is chat over the targets' TLS listeners, kept alive or with a new
+// connection, so a full handshake, per call.
+func chatTLS(name string, handshake bool, o load.Options) Scenario {
+	r := chatRequest
+	r.body = []byte(chatBody)
+	how := "kept alive"
+	if handshake {
+		how = "a new connection and a full handshake per call (Connection: close, no session resumption, as Go's HTTP client by default)"
+	}
+	return Scenario{
+		Name: name,
+		Description: fmt.Sprintf("Chat completion, not streamed, over TLS (a self-signed ECDSA P-256 certificate, the client's "+
+			"Go defaults: TLS 1.3), %s, closed loop over %d connections. The gateway's listen_tls and nginx's ssl listener present "+
+			"the same certificate.", how, o.Connections),
+		Load: o,
+		TLS:  true,
+		build: func(_ context.Context, env *Env, t *Target) (*load.Spec, error) {
+			if t.TLSURL == "" {
+				return nil, fmt.Errorf("%s has no TLS listener", t.Name)
+			}
+			tt := *t
+			tt.URL = t.TLSURL
+			s := r.spec(env, &tt)
+			s.TLS, s.CloseEach = env.TLS, handshake
+			return s, nil
+		},
 	}
 }
 

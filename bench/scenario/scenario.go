@@ -10,6 +10,7 @@ package scenario
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -54,6 +55,9 @@ type Target struct {
 	// simulator deployment, as the gateway does. Direct has none: it is the
 	// floor, not a proxy.
 	SessionURL string
+	// TLSURL, when set, is the https:// base URL of the target's TLS
+	// listener, which the TLS scenarios use instead of URL.
+	TLSURL string
 }
 
 // Keys are the credentials of one deployment: the caller's key at the gateway,
@@ -81,6 +85,9 @@ type Env struct {
 	// target ends up at; scenarios ask it for the answers they then expect of
 	// every target (e.g. the number of events of a stream).
 	Direct string
+	// TLS is the client configuration that trusts the certificate of the
+	// targets' TLS listeners.
+	TLS *tls.Config
 }
 
 // Scenario is one workload. Build its request for a target with Prepare, then
@@ -108,6 +115,9 @@ type Scenario struct {
 	// Stateful marks a scenario whose gateway calls read or write the store
 	// (Responses records, files): the harness measures it on every store engine.
 	Stateful bool
+	// TLS marks a scenario spoken over TLS: only the targets with a TLS
+	// listener (Target.TLSURL) are measured.
+	TLS bool
 
 	build func(ctx context.Context, env *Env, t *Target) (*load.Spec, error)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/modelgate/gateway/bench/sim"
 	"github.com/modelgate/gateway/proxy"
 	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/edgetls"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -42,6 +43,11 @@ type deployment struct {
 func startDeployment(t *testing.T) *deployment {
 	t.Helper()
 	d := &deployment{env: Env{Keys: DefaultKeys}}
+	cert, err := WriteCert(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.env.TLS = cert.Client
 	var urls []string
 	for i := range 4 {
 		s, err := sim.Listen("127.0.0.1:0", sim.Options{Name: "sim" + string(rune('1'+i)),
@@ -54,18 +60,19 @@ func startDeployment(t *testing.T) *deployment {
 	}
 	d.env.Direct = urls[0]
 	d.targets = append(d.targets, Target{Name: "direct", Kind: Direct, URL: urls[0]})
-	d.targets = append(d.targets, Target{Name: "gateway", Kind: Gateway, URL: startGateway(t, urls)})
+	gw, gwTLS := startGateway(t, urls, cert)
+	d.targets = append(d.targets, Target{Name: "gateway", Kind: Gateway, URL: gw, TLSURL: gwTLS})
 	if _, err := nginx.Find(); err == nil {
 		var addrs []string
 		for _, s := range d.sims {
 			addrs = append(addrs, s.Addr())
 		}
-		n, err := nginx.Start(nginx.Options{Upstream: addrs[0], Sessions: addrs})
+		n, err := nginx.Start(nginx.Options{Upstream: addrs[0], Sessions: addrs, CertFile: cert.CertFile, KeyFile: cert.KeyFile})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = n.Stop() })
-		d.targets = append(d.targets, Target{Name: "nginx", Kind: Proxy, URL: n.URL(), SessionURL: n.SessionsURL()})
+		d.targets = append(d.targets, Target{Name: "nginx", Kind: Proxy, URL: n.URL(), SessionURL: n.SessionsURL(), TLSURL: n.TLSURL()})
 	} else {
 		t.Logf("no nginx target: %v", err)
 	}
@@ -79,10 +86,19 @@ func startDeployment(t *testing.T) *deployment {
 	return d
 }
 
-// startGateway serves an in-process gateway with the harness's config.
-func startGateway(t *testing.T, sims []string) string {
+// startGateway serves an in-process gateway with the harness's config, on
+// a plain listener and on a TLS one presenting cert, and returns their base URLs.
+func startGateway(t *testing.T, sims []string, cert *Cert) (string, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := edgetls.New(edgetls.Options{CertFile: cert.CertFile, KeyFile: cert.KeyFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,20 +120,24 @@ func startGateway(t *testing.T, sims []string) string {
 		t.Fatal(err)
 	}
 	srv := gw.NewServer()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
+	done := make(chan struct{}, 2)
+	for _, l := range []net.Listener{ln, certs.Listener(tln)} {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			_ = srv.Serve(l)
+		}()
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.ShutdownWithContext(ctx)
 		_ = ln.Close()
+		_ = tln.Close()
+		<-done
 		<-done
 		st.Close()
 	})
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), "https://" + tln.Addr().String()
 }
 
 // TestScenariosAnswer prepares every scenario for every target and checks
@@ -131,6 +151,9 @@ func TestScenariosAnswer(t *testing.T) {
 	defer cancel()
 	for _, sc := range All(testParams) {
 		for _, tg := range d.targets {
+			if sc.TLS && tg.TLSURL == "" {
+				continue
+			}
 			t.Run(sc.Name+"/"+tg.Name, func(t *testing.T) {
 				spec, err := sc.Prepare(ctx, &d.env, &tg)
 				if err != nil {

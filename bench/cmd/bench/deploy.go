@@ -30,7 +30,10 @@ type deployment struct {
 	simAddrs []string
 	gateway  *proc
 	gwAddr   string
-	nginx    *nginx.Server
+	// cert is the run's TLS certificate; gwTLSAddr the gateway's TLS listener.
+	cert      *scenario.Cert
+	gwTLSAddr string
+	nginx     *nginx.Server
 	// nginxSkipped says why there is no nginx, when there is none.
 	nginxSkipped string
 	nginxVersion string
@@ -86,6 +89,9 @@ func deploy(ctx context.Context, o *options, root string, log io.Writer) (d *dep
 		return d, err
 	}
 	fmt.Fprintf(log, "binaries: %s\n", d.binsFrom)
+	if d.cert, err = scenario.WriteCert(dir); err != nil {
+		return d, err
+	}
 	if err = d.startSims(); err != nil {
 		return d, err
 	}
@@ -127,9 +133,14 @@ func (d *deployment) startSims() error {
 }
 
 func (d *deployment) startGateway() error {
-	gc := scenario.GatewayConfig{StorePath: filepath.Join(d.dir, "store")}
-	var err error
+	tlsAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	gc := scenario.GatewayConfig{StorePath: filepath.Join(d.dir, "store"),
+		ListenTLS: tlsAddr, CertFile: d.cert.CertFile, KeyFile: d.cert.KeyFile}
 	d.gateway, d.gwAddr, err = d.launchGateway("gateway", gc)
+	d.gwTLSAddr = tlsAddr
 	return err
 }
 
@@ -216,7 +227,8 @@ func (d *deployment) startNginx(ctx context.Context) {
 		}
 	}
 	if err == nil {
-		d.nginx, err = nginx.Start(nginx.Options{Binary: bin, Upstream: d.simAddrs[0], Sessions: d.simAddrs, WorkerProcesses: -1})
+		d.nginx, err = nginx.Start(nginx.Options{Binary: bin, Upstream: d.simAddrs[0], Sessions: d.simAddrs, WorkerProcesses: -1,
+			CertFile: d.cert.CertFile, KeyFile: d.cert.KeyFile})
 	}
 	if err == nil {
 		d.nginxPIDs, err = d.nginxWorkers()
@@ -265,7 +277,8 @@ func (d *deployment) sampled(t *target) []int {
 func (d *deployment) targets() []target {
 	ts := []target{
 		{Target: scenario.Target{Name: "direct", Kind: scenario.Direct, URL: "http://" + d.simAddrs[0]}, pids: []int{d.sims[0].pid()}},
-		{Target: scenario.Target{Name: "gateway", Kind: scenario.Gateway, URL: "http://" + d.gwAddr}, pids: []int{d.gateway.pid()}},
+		{Target: scenario.Target{Name: "gateway", Kind: scenario.Gateway, URL: "http://" + d.gwAddr, TLSURL: "https://" + d.gwTLSAddr},
+			pids: []int{d.gateway.pid()}},
 	}
 	rg := target{Target: scenario.Target{Name: redisTarget, Kind: scenario.Gateway}, skipped: d.redisSkipped, stateful: true}
 	if d.redisGw != nil {
@@ -273,7 +286,7 @@ func (d *deployment) targets() []target {
 	}
 	n := target{Target: scenario.Target{Name: "nginx", Kind: scenario.Proxy}, skipped: d.nginxSkipped}
 	if d.nginx != nil {
-		n.URL, n.SessionURL, n.pids = d.nginx.URL(), d.nginx.SessionsURL(), d.nginxPIDs
+		n.URL, n.SessionURL, n.TLSURL, n.pids = d.nginx.URL(), d.nginx.SessionsURL(), d.nginx.TLSURL(), d.nginxPIDs
 	}
 	for _, f := range d.floors {
 		only := floorScenarios
@@ -354,7 +367,7 @@ type target struct {
 
 // measures reports whether t is measured on sc.
 func (t *target) measures(sc *scenario.Scenario) bool {
-	if t.stateful && !sc.Stateful {
+	if t.stateful && !sc.Stateful || sc.TLS && t.TLSURL == "" && t.skipped == "" {
 		return false
 	}
 	return t.only == nil || slices.Contains(t.only, sc.Name)

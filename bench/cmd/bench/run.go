@@ -37,7 +37,7 @@ func runBench(ctx context.Context, o *options, log io.Writer) error {
 	}
 	defer d.close(log)
 	r := &runner{o: o, d: d, log: log, targets: d.targets(),
-		env: scenario.Env{Keys: scenario.DefaultKeys, Direct: "http://" + d.simAddrs[0]}}
+		env: scenario.Env{Keys: scenario.DefaultKeys, Direct: "http://" + d.simAddrs[0], TLS: d.cert.Client}}
 	run := &report.Run{
 		Title:   "Benchmark: gateway vs nginx vs the simulator directly",
 		Started: start,
