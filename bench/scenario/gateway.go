@@ -38,6 +38,9 @@ type GatewayConfig struct {
 	Sims []string
 	// MaxConns bounds the connections to each deployment; 0 means DefaultMaxConns.
 	MaxConns int
+	// TracingEndpoint, when set, turns traces on at sample_ratio 1.0 (every
+	// call), exported over OTLP/HTTP to this base URL.
+	TracingEndpoint string
 }
 
 // YAML renders the config file.
@@ -62,6 +65,9 @@ func (c *GatewayConfig) YAML() ([]byte, error) {
 		p("store: {engine: redis, addrs: [%s], key_prefix: %q, replicas: 1}", quoteAll(c.Redis), c.RedisPrefix)
 	} else {
 		p("store: {engine: pebble, path: %q}", c.StorePath)
+	}
+	if c.TracingEndpoint != "" {
+		p("tracing: {endpoint: %q, protocol: http, sample_ratio: 1.0, service_name: modelgate-bench}", c.TracingEndpoint)
 	}
 	p("keys:\n  - {id: bench, key: %q}", c.Keys.Gateway)
 	p("upstreams:")

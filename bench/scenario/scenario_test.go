@@ -327,6 +327,23 @@ func TestGatewayConfig(t *testing.T) {
 	if len(models[ModelAffine]) != 2 || len(models[ModelChat]) != 2 || len(models[ModelImage]) != 1 {
 		t.Fatalf("models %v", models)
 	}
+	if cfg.ListenTLS != "" || cfg.TLS != nil || cfg.Tracing != nil {
+		t.Fatalf("TLS or tracing without asking: %q %+v %+v", cfg.ListenTLS, cfg.TLS, cfg.Tracing)
+	}
+	gc.ListenTLS, gc.CertFile, gc.KeyFile = "127.0.0.1:4", "/tmp/x/cert.pem", "/tmp/x/key.pem"
+	gc.TracingEndpoint = "http://127.0.0.1:5"
+	if text, err = gc.YAML(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = config.Parse(text, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if cfg.ListenTLS != gc.ListenTLS || cfg.TLS == nil || cfg.TLS.CertFile != gc.CertFile || cfg.TLS.KeyFile != gc.KeyFile {
+		t.Fatalf("TLS %q %+v", cfg.ListenTLS, cfg.TLS)
+	}
+	if tr := cfg.Tracing; tr == nil || tr.Endpoint != gc.TracingEndpoint || tr.SampleRatio == nil || *tr.SampleRatio != 1 {
+		t.Fatalf("tracing %+v", tr)
+	}
 	gc.Sims = nil
 	if _, err := gc.YAML(); !errors.Is(err, ErrBadConfig) {
 		t.Fatalf("no simulator: %v", err)

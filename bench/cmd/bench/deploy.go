@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,12 @@ type deployment struct {
 	redisGw      *proc
 	redisGwAddr  string
 	redisSkipped string
+	// The gateway with traces on (tracing.go): the run's Jaeger, the
+	// process and its address, or why there is none.
+	jaegerDir, otlpEndpoint string
+	tracedGw                *proc
+	tracedGwAddr            string
+	tracedSkipped           string
 	// The two relays of bench/cmd/floor in the gateway's place, measured on
 	// floorScenarios: what Go and what fasthttp cost a proxy that does no
 	// work of its own. None with -no-floors.
@@ -92,6 +99,9 @@ func deploy(ctx context.Context, o *options, root string, log io.Writer) (d *dep
 	if d.cert, err = scenario.WriteCert(dir); err != nil {
 		return d, err
 	}
+	if o.tlsX25519 {
+		d.cert.Client.CurvePreferences = []tls.CurveID{tls.X25519}
+	}
 	if err = d.startSims(); err != nil {
 		return d, err
 	}
@@ -106,6 +116,11 @@ func deploy(ctx context.Context, o *options, root string, log io.Writer) (d *dep
 	if o.noRedis {
 		d.redisSkipped = "redis not run (-no-redis)"
 	} else if err = d.startRedis(log); err != nil {
+		return d, err
+	}
+	if o.noTracing {
+		d.tracedSkipped = "tracing not run (-no-tracing)"
+	} else if err = d.startTracing(ctx, root, o.quick, log); err != nil {
 		return d, err
 	}
 	if o.noNginx {
@@ -296,12 +311,12 @@ func (d *deployment) targets() []target {
 		ts = append(ts, target{Target: scenario.Target{Name: f.name, Kind: scenario.Gateway, URL: "http://" + f.addr},
 			pids: []int{f.p.pid()}, only: only})
 	}
-	return append(ts, rg, n)
+	return append(ts, d.tracedTargetOf(), rg, n)
 }
 
 // procs are the run's processes but nginx's, some of them nil.
 func (d *deployment) procs() []*proc {
-	ps := append([]*proc{d.gateway, d.redisGw}, d.sims...)
+	ps := append([]*proc{d.gateway, d.redisGw, d.tracedGw}, d.sims...)
 	for _, f := range d.floors {
 		ps = append(ps, f.p)
 	}
@@ -342,6 +357,7 @@ func (d *deployment) close(log io.Writer) {
 			fmt.Fprintf(log, "warning: %v\n", err)
 		}
 	}
+	d.stopJaeger(log)
 	if d.redisOwned {
 		if err := redistest.StopPort(redisPort); err != nil {
 			fmt.Fprintf(log, "warning: cannot stop the redis cluster: %v\n", err)

@@ -316,6 +316,14 @@ func (r *runner) freshGateway() error {
 			return err
 		}
 	}
+	if r.d.tracedGw != nil {
+		if err := r.d.tracedGw.stop(); err != nil {
+			return err
+		}
+		if err := r.d.startTracedGateway(); err != nil {
+			return err
+		}
+	}
 	r.targets = r.d.targets()
 	return nil
 }
