@@ -56,6 +56,11 @@ type Options struct {
 	MaxRequests uint64
 	// Timeout bounds each request, body included (default 10 s).
 	Timeout time.Duration
+	// Shift, when set, is called once, ShiftAt after the run's start, to
+	// change the target mid-run (slow a deployment, say); Result.Groups then
+	// count only the calls sent after it returned.
+	Shift   func()
+	ShiftAt time.Duration
 }
 
 func (o *Options) ensureDefaults() {
@@ -130,12 +135,21 @@ func Run(ctx context.Context, spec *Spec, opts Options) (Result, error) {
 	defer client.CloseIdleConnections()
 
 	ws := make([]*worker, n)
+	var groupFrom atomic.Int64
 	for i := range ws {
 		ws[i] = newWorker(client, spec, opts.Timeout)
+		if spec.GroupBy != "" {
+			ws[i].groups = &groups{by: make(map[string]*Group), from: &groupFrom}
+		}
 	}
 	l := loop{opts: opts}
 	start := time.Now()
 	l.start, l.end = start, start.Add(opts.Duration)
+	done, shiftDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(shiftDone)
+		shiftAt(&opts, start, &groupFrom, done)
+	}()
 	var wg sync.WaitGroup
 	for _, w := range ws {
 		wg.Add(1)
@@ -149,6 +163,8 @@ func Run(ctx context.Context, spec *Spec, opts Options) (Result, error) {
 		}()
 	}
 	wg.Wait()
+	close(done)
+	<-shiftDone // no Shift after Run returns
 	return collect(spec, &opts, ws, time.Since(start)), nil
 }
 
@@ -239,6 +255,9 @@ func collect(spec *Spec, opts *Options, ws []*worker, elapsed time.Duration) Res
 		r.Statuses = appendStatusCounts(r.Statuses, &w.statuses)
 		r.LatencyHist.Merge(w.lat)
 		r.TTFBHist.Merge(w.ttfb)
+		if w.groups != nil {
+			r.Groups = mergeGroups(r.Groups, w.groups.by)
+		}
 	}
 	r.Requests = r.OK + failed
 	r.finish()

@@ -54,6 +54,10 @@ type Spec struct {
 	Mutate func(req *fasthttp.Request, seq uint64)
 	// Check says what a successful response looks like.
 	Check Check
+	// GroupBy, when set, names an answer header (e.g. the deployment that
+	// answered) by whose value the successful calls are also counted, with
+	// their time to first byte: Result.Groups.
+	GroupBy string
 }
 
 // Check says what a successful response looks like and how it is read.

@@ -14,6 +14,7 @@ const (
 	ModelChat   = "bench-chat"   // alpha and beta on the primary deployment
 	ModelAffine = "bench-affine" // beta on every deployment: the affinity ring
 	ModelImage  = "bench-image"  // an image model on the primary deployment
+	ModelRouted = "bench-routed" // beta on the last two deployments: slow-deployment
 )
 
 // Sizes of the scenarios.
@@ -43,6 +44,7 @@ const (
 	messagesBody  = `{"model":"` + ModelChat + `","max_tokens":1024,"messages":` + prompt + `,"stream":true}`
 	responsesBody = `{"model":"` + ModelChat + `","input":"Write one paragraph about lighthouses."}`
 	affineBody    = `{"model":"` + ModelAffine + `","messages":` + prompt + `}`
+	routedBody    = `{"model":"` + ModelRouted + `","messages":` + prompt + `}`
 	imageBody     = `{"model":"` + ModelImage + `","prompt":"A lighthouse at dusk, oil on canvas","size":"1024x1024"}`
 )
 
@@ -70,6 +72,7 @@ func All(p Params) []Scenario {
 		responsesCreate(closed(Connections)),
 		responsesRetrieve(closed(Connections)),
 		affinity(closed(Connections)),
+		slowDeployment(p),
 		imageAnswer(closed(8)),
 		upload(p),
 		llmStreams(p),

@@ -19,7 +19,8 @@ var ErrBadConfig = errors.New("scenario: bad gateway config")
 // one caller key; per simulator deployment an alpha and a beta upstream;
 // ModelChat and ModelImage on the first deployment, so that every target of
 // a scenario ends at the same simulator process, and ModelAffine on all of
-// them, the affinity ring of the session scenario.
+// them, the affinity ring of the session scenario; ModelRouted on the last
+// two, the deployments of the slow-deployment scenario.
 type GatewayConfig struct {
 	// Listen is the gateway's 127.0.0.1:port.
 	Listen string
@@ -83,6 +84,9 @@ func (c *GatewayConfig) YAML() ([]byte, error) {
 	p("  - {id: %s, upstreams: [%s, %s]}", ModelChat, alphas[0], betas[0])
 	p("  - {id: %s, image: true, upstreams: [%s]}", ModelImage, betas[0])
 	p("  - {id: %s, upstreams: [%s]}", ModelAffine, strings.Join(betas, ", "))
+	if n := len(betas); n >= 2 {
+		p("  - {id: %s, upstreams: [%s, %s]}", ModelRouted, betas[n-2], betas[n-1])
+	}
 	return b.Bytes(), nil
 }
 

@@ -58,6 +58,10 @@ type Target struct {
 	// TLSURL, when set, is the https:// base URL of the target's TLS
 	// listener, which the TLS scenarios use instead of URL.
 	TLSURL string
+	// RoutedURL, when set, is the base URL the slow-deployment scenario
+	// uses: an entry point that spreads ModelRouted's calls over
+	// Env.Routed (the gateway's own, a proxy's least_conn port).
+	RoutedURL string
 }
 
 // Keys are the credentials of one deployment: the caller's key at the gateway,
@@ -88,6 +92,9 @@ type Env struct {
 	// TLS is the client configuration that trusts the certificate of the
 	// targets' TLS listeners.
 	TLS *tls.Config
+	// Routed are the base URLs of the two deployments of ModelRouted, the
+	// second the one slow-deployment slows.
+	Routed []string
 }
 
 // Scenario is one workload. Build its request for a target with Prepare, then
@@ -118,6 +125,11 @@ type Scenario struct {
 	// TLS marks a scenario spoken over TLS: only the targets with a TLS
 	// listener (Target.TLSURL) are measured.
 	TLS bool
+	// Routed marks a scenario of ModelRouted's deployments: only the
+	// targets that spread calls over them (Target.RoutedURL) are measured.
+	Routed bool
+	// Slow, when set, slows a routed deployment in each round.
+	Slow *Slow
 
 	build func(ctx context.Context, env *Env, t *Target) (*load.Spec, error)
 }

@@ -59,20 +59,23 @@ func startDeployment(t *testing.T) *deployment {
 		urls = append(urls, s.URL())
 	}
 	d.env.Direct = urls[0]
+	d.env.Routed = urls[2:]
 	d.targets = append(d.targets, Target{Name: "direct", Kind: Direct, URL: urls[0]})
 	gw, gwTLS := startGateway(t, urls, cert)
-	d.targets = append(d.targets, Target{Name: "gateway", Kind: Gateway, URL: gw, TLSURL: gwTLS})
+	d.targets = append(d.targets, Target{Name: "gateway", Kind: Gateway, URL: gw, TLSURL: gwTLS, RoutedURL: gw})
 	if _, err := nginx.Find(); err == nil {
 		var addrs []string
 		for _, s := range d.sims {
 			addrs = append(addrs, s.Addr())
 		}
-		n, err := nginx.Start(nginx.Options{Upstream: addrs[0], Sessions: addrs, CertFile: cert.CertFile, KeyFile: cert.KeyFile})
+		n, err := nginx.Start(nginx.Options{Upstream: addrs[0], Sessions: addrs, CertFile: cert.CertFile, KeyFile: cert.KeyFile,
+			LeastConn: addrs[2:]})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = n.Stop() })
-		d.targets = append(d.targets, Target{Name: "nginx", Kind: Proxy, URL: n.URL(), SessionURL: n.SessionsURL(), TLSURL: n.TLSURL()})
+		d.targets = append(d.targets, Target{Name: "nginx", Kind: Proxy, URL: n.URL(), SessionURL: n.SessionsURL(), TLSURL: n.TLSURL(),
+			RoutedURL: n.LeastConnURL()})
 	} else {
 		t.Logf("no nginx target: %v", err)
 	}
@@ -151,7 +154,7 @@ func TestScenariosAnswer(t *testing.T) {
 	defer cancel()
 	for _, sc := range All(testParams) {
 		for _, tg := range d.targets {
-			if sc.TLS && tg.TLSURL == "" {
+			if sc.TLS && tg.TLSURL == "" || sc.Routed && tg.RoutedURL == "" {
 				continue
 			}
 			t.Run(sc.Name+"/"+tg.Name, func(t *testing.T) {
@@ -438,5 +441,66 @@ func TestSizesText(t *testing.T) {
 	}
 	if got := sizesText([]int{1}); got != "1 stream" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// TestSlowDeploymentGroups shows that every routed target's answers name
+// the deployment that answered (so the scenario can count them), and only
+// the two routed ones; and that SlowDown slows the second.
+func TestSlowDeploymentGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts simulators, a gateway and nginx")
+	}
+	d := startDeployment(t)
+	ctx := context.Background()
+	scs, err := Select(All(testParams), []string{"slow-deployment"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &scs[0]
+	for _, tg := range d.targets {
+		if tg.RoutedURL == "" {
+			continue
+		}
+		spec, err := sc.Prepare(ctx, &d.env, &tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := load.Run(ctx, spec, load.Options{Connections: 2, MaxRequests: 20, Duration: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for name, g := range r.Groups {
+			if name != "sim3" && name != "sim4" {
+				t.Fatalf("%s: answered by %q", tg.Name, name)
+			}
+			n += g.OK
+		}
+		if r.OK != 20 || n != r.OK {
+			t.Fatalf("%s: %d calls ok, %d grouped: %+v", tg.Name, r.OK, n, r.Groups)
+		}
+	}
+	direct := Target{Name: "sim4", Kind: Direct, URL: d.env.Routed[1], RoutedURL: d.env.Routed[1]}
+	spec, err := sc.Prepare(ctx, &d.env, &direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := func() time.Duration {
+		t.Helper()
+		r, err := load.Run(ctx, spec, load.Options{Connections: 1, MaxRequests: 1, Duration: time.Minute})
+		if err != nil || r.OK != 1 {
+			t.Fatalf("%v %+v", err, r.Errors)
+		}
+		return r.TTFB.Min
+	}
+	if err := sc.Slow.SlowDown(ctx, &d.env, true); err != nil {
+		t.Fatal(err)
+	}
+	if d := took(); d < SlowFirstByte-time.Millisecond {
+		t.Fatalf("slowed deployment answered after %v", d)
+	}
+	if err := sc.Slow.SlowDown(ctx, &d.env, false); err != nil {
+		t.Fatal(err)
 	}
 }

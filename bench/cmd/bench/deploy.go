@@ -243,7 +243,7 @@ func (d *deployment) startNginx(ctx context.Context) {
 	}
 	if err == nil {
 		d.nginx, err = nginx.Start(nginx.Options{Binary: bin, Upstream: d.simAddrs[0], Sessions: d.simAddrs, WorkerProcesses: -1,
-			CertFile: d.cert.CertFile, KeyFile: d.cert.KeyFile})
+			CertFile: d.cert.CertFile, KeyFile: d.cert.KeyFile, LeastConn: d.simAddrs[len(d.simAddrs)-2:]})
 	}
 	if err == nil {
 		d.nginxPIDs, err = d.nginxWorkers()
@@ -292,8 +292,8 @@ func (d *deployment) sampled(t *target) []int {
 func (d *deployment) targets() []target {
 	ts := []target{
 		{Target: scenario.Target{Name: "direct", Kind: scenario.Direct, URL: "http://" + d.simAddrs[0]}, pids: []int{d.sims[0].pid()}},
-		{Target: scenario.Target{Name: "gateway", Kind: scenario.Gateway, URL: "http://" + d.gwAddr, TLSURL: "https://" + d.gwTLSAddr},
-			pids: []int{d.gateway.pid()}},
+		{Target: scenario.Target{Name: "gateway", Kind: scenario.Gateway, URL: "http://" + d.gwAddr, TLSURL: "https://" + d.gwTLSAddr,
+			RoutedURL: "http://" + d.gwAddr}, pids: []int{d.gateway.pid()}},
 	}
 	rg := target{Target: scenario.Target{Name: redisTarget, Kind: scenario.Gateway}, skipped: d.redisSkipped, stateful: true}
 	if d.redisGw != nil {
@@ -301,7 +301,8 @@ func (d *deployment) targets() []target {
 	}
 	n := target{Target: scenario.Target{Name: "nginx", Kind: scenario.Proxy}, skipped: d.nginxSkipped}
 	if d.nginx != nil {
-		n.URL, n.SessionURL, n.TLSURL, n.pids = d.nginx.URL(), d.nginx.SessionsURL(), d.nginx.TLSURL(), d.nginxPIDs
+		n.URL, n.SessionURL, n.TLSURL, n.RoutedURL = d.nginx.URL(), d.nginx.SessionsURL(), d.nginx.TLSURL(), d.nginx.LeastConnURL()
+		n.pids = d.nginxPIDs
 	}
 	for _, f := range d.floors {
 		only := floorScenarios
@@ -383,7 +384,12 @@ type target struct {
 
 // measures reports whether t is measured on sc.
 func (t *target) measures(sc *scenario.Scenario) bool {
-	if t.stateful && !sc.Stateful || sc.TLS && t.TLSURL == "" && t.skipped == "" {
+	if t.stateful && !sc.Stateful {
+		return false
+	}
+	// A target without the entry point a scenario needs is left out; a
+	// skipped one is listed with its reason.
+	if t.skipped == "" && (sc.TLS && t.TLSURL == "" || sc.Routed && t.RoutedURL == "") {
 		return false
 	}
 	return t.only == nil || slices.Contains(t.only, sc.Name)
