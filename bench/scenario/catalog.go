@@ -75,6 +75,8 @@ func All(p Params) []Scenario {
 		slowDeployment(p),
 		imageAnswer(closed(8)),
 		upload(p),
+		filesUpload(p, "files-upload-1kib", 1<<10, 0),
+		filesUpload(p, "files-upload-1mib", 1<<20, 4*p.Uploads),
 		llmStreams(p),
 		idle(p),
 	}
@@ -224,6 +226,39 @@ func upload(p Params) Scenario {
 		Stateful: true,
 		build:    fixed(r),
 	}
+}
+
+// filesUpload is the upload of a file of size bytes, measured on the
+// gateway's store engines only: the upload throughput of each, the Redis
+// engine alone and with the bytes in object storage (store.blobs) among them.
+// maxUploads, when not zero, bounds a round's uploads, which the stores keep.
+func filesUpload(p Params, name string, size int, maxUploads uint64) Scenario {
+	const conns = 16
+	body, contentType := uploadBodyOf(size)
+	r := request{fam: alpha, gatewayPath: "/v1/router/alpha/v1/files", simPath: "/v1/files",
+		contentType: contentType, body: body}
+	bound := ""
+	if maxUploads > 0 {
+		bound = fmt.Sprintf(", at most %d uploads a round", maxUploads)
+	}
+	return Scenario{
+		Name: name,
+		Description: fmt.Sprintf("File upload (POST /v1/files, a multipart body with one PNG of %s, as the SDK sends it), "+
+			"closed loop over %d connections%s, on the gateway's store engines only: each answers 200 once the file is stored.",
+			sizeText(size), conns, bound),
+		Load:      load.Options{Connections: conns, Duration: p.Duration, MaxRequests: maxUploads},
+		Stateful:  true,
+		StoreOnly: true,
+		build:     fixed(r),
+	}
+}
+
+// sizeText is "1 KiB" or "1 MiB".
+func sizeText(n int) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 // llmStreams is the edge's load: many long streams at once, each paced as a

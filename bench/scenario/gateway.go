@@ -33,7 +33,9 @@ type GatewayConfig struct {
 	// engine, which replaces the embedded store; RedisPrefix is its key prefix.
 	Redis       []string
 	RedisPrefix string
-	Keys        Keys
+	// Blobs, when set, puts the files' bytes in an S3 service (store.blobs).
+	Blobs *Blobs
+	Keys  Keys
 	// Sims are the base URLs ("http://127.0.0.1:port") of the simulator
 	// deployments; the first is the primary one. At least one.
 	Sims []string
@@ -63,7 +65,7 @@ func (c *GatewayConfig) YAML() ([]byte, error) {
 	}
 	if len(c.Redis) > 0 {
 		// replicas: 1, the production setting: a write waits for one replica.
-		p("store: {engine: redis, addrs: [%s], key_prefix: %q, replicas: 1}", quoteAll(c.Redis), c.RedisPrefix)
+		p("store: {engine: redis, addrs: [%s], key_prefix: %q, replicas: 1%s}", quoteAll(c.Redis), c.RedisPrefix, c.Blobs.yaml())
 	} else {
 		p("store: {engine: pebble, path: %q}", c.StorePath)
 	}
@@ -88,6 +90,29 @@ func (c *GatewayConfig) YAML() ([]byte, error) {
 		p("  - {id: %s, upstreams: [%s, %s]}", ModelRouted, betas[n-2], betas[n-1])
 	}
 	return b.Bytes(), nil
+}
+
+// Blobs is the object storage of a gateway config: an S3 service on
+// loopback, its keys in the gateway's environment under BlobsAccessEnv and
+// BlobsSecretEnv.
+type Blobs struct {
+	Endpoint, Bucket, Prefix string
+}
+
+// The environment variables of the object storage's keys.
+const (
+	BlobsAccessEnv = "BENCH_S3_ACCESS_KEY"
+	BlobsSecretEnv = "BENCH_S3_SECRET_KEY"
+)
+
+// yaml returns the store section's blobs field, with its leading comma, or
+// "" for none.
+func (b *Blobs) yaml() string {
+	if b == nil {
+		return ""
+	}
+	return fmt.Sprintf(", blobs: {engine: s3, endpoint: %q, bucket: %q, prefix: %q, region: us-east-1, path_style: true, "+
+		"access_key_env: %s, secret_key_env: %s}", b.Endpoint, b.Bucket, b.Prefix, BlobsAccessEnv, BlobsSecretEnv)
 }
 
 func quoteAll(ss []string) string {

@@ -122,6 +122,10 @@ type Scenario struct {
 	// Stateful marks a scenario whose gateway calls read or write the store
 	// (Responses records, files): the harness measures it on every store engine.
 	Stateful bool
+	// StoreOnly marks a stateful scenario that only the gateway's store
+	// answers (a file upload): the simulator and the proxies in front of it
+	// are not measured.
+	StoreOnly bool
 	// TLS marks a scenario spoken over TLS: only the targets with a TLS
 	// listener (Target.TLSURL) are measured.
 	TLS bool

@@ -154,7 +154,7 @@ func TestScenariosAnswer(t *testing.T) {
 	defer cancel()
 	for _, sc := range All(testParams) {
 		for _, tg := range d.targets {
-			if sc.TLS && tg.TLSURL == "" || sc.Routed && tg.RoutedURL == "" {
+			if sc.TLS && tg.TLSURL == "" || sc.Routed && tg.RoutedURL == "" || sc.StoreOnly && tg.Kind != Gateway {
 				continue
 			}
 			t.Run(sc.Name+"/"+tg.Name, func(t *testing.T) {

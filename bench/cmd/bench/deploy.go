@@ -53,6 +53,14 @@ type deployment struct {
 	tracedGw                *proc
 	tracedGwAddr            string
 	tracedSkipped           string
+	// The gateway on redis with the files' bytes in object storage
+	// (blobs.go): its S3 server (started by this run when s3Owned), the
+	// process and its address, or why there is none.
+	s3Endpoint   string
+	s3Owned      bool
+	blobsGw      *proc
+	blobsGwAddr  string
+	blobsSkipped string
 	// The two relays of bench/cmd/floor in the gateway's place, measured on
 	// floorScenarios: what Go and what fasthttp cost a proxy that does no
 	// work of its own. None with -no-floors.
@@ -116,6 +124,11 @@ func deploy(ctx context.Context, o *options, root string, log io.Writer) (d *dep
 	if o.noRedis {
 		d.redisSkipped = "redis not run (-no-redis)"
 	} else if err = d.startRedis(log); err != nil {
+		return d, err
+	}
+	if o.noS3 {
+		d.blobsSkipped = "object storage not run (-no-s3)"
+	} else if err = d.startS3(ctx, root, o.quick, log); err != nil {
 		return d, err
 	}
 	if o.noTracing {
@@ -189,8 +202,9 @@ func (d *deployment) startRedisGateway() error {
 }
 
 // launchGateway writes gc, completed with a free address, the keys and the
-// simulators, as name.yaml and starts the gateway process name on it.
-func (d *deployment) launchGateway(name string, gc scenario.GatewayConfig) (*proc, string, error) {
+// simulators, as name.yaml and starts the gateway process name on it, env
+// added to its environment.
+func (d *deployment) launchGateway(name string, gc scenario.GatewayConfig, env ...string) (*proc, string, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, "", err
@@ -207,7 +221,7 @@ func (d *deployment) launchGateway(name string, gc scenario.GatewayConfig) (*pro
 	if err := os.WriteFile(path, text, 0o600); err != nil {
 		return nil, "", fmt.Errorf("cannot write the %s config: %w", name, err)
 	}
-	p, err := startGateway(name, d.bins.gateway, d.dir, path, addr, scenario.DefaultKeys.Gateway)
+	p, err := startGateway(name, d.bins.gateway, d.dir, path, addr, scenario.DefaultKeys.Gateway, env...)
 	return p, addr, err
 }
 
@@ -312,12 +326,12 @@ func (d *deployment) targets() []target {
 		ts = append(ts, target{Target: scenario.Target{Name: f.name, Kind: scenario.Gateway, URL: "http://" + f.addr},
 			pids: []int{f.p.pid()}, only: only})
 	}
-	return append(ts, d.tracedTargetOf(), rg, n)
+	return append(ts, d.tracedTargetOf(), rg, d.blobsTargetOf(), n)
 }
 
 // procs are the run's processes but nginx's, some of them nil.
 func (d *deployment) procs() []*proc {
-	ps := append([]*proc{d.gateway, d.redisGw, d.tracedGw}, d.sims...)
+	ps := append([]*proc{d.gateway, d.redisGw, d.blobsGw, d.tracedGw}, d.sims...)
 	for _, f := range d.floors {
 		ps = append(ps, f.p)
 	}
@@ -359,6 +373,7 @@ func (d *deployment) close(log io.Writer) {
 		}
 	}
 	d.stopJaeger(log)
+	d.stopS3(log)
 	if d.redisOwned {
 		if err := redistest.StopPort(redisPort); err != nil {
 			fmt.Fprintf(log, "warning: cannot stop the redis cluster: %v\n", err)
@@ -384,7 +399,7 @@ type target struct {
 
 // measures reports whether t is measured on sc.
 func (t *target) measures(sc *scenario.Scenario) bool {
-	if t.stateful && !sc.Stateful {
+	if t.stateful && !sc.Stateful || sc.StoreOnly && t.Kind != scenario.Gateway {
 		return false
 	}
 	// A target without the entry point a scenario needs is left out; a

@@ -43,6 +43,7 @@ type options struct {
 	noFloors  bool
 	tlsX25519 bool
 	noTracing bool
+	noS3      bool
 
 	pacedStreams    []int
 	pacedEvents     int
@@ -91,6 +92,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.noNginx, "no-nginx", false, "do not run nginx (the reference proxy)")
 	fs.BoolVar(&o.noFloors, "no-floors", false, "do not run the two Go relays of bench/cmd/floor on the chat scenarios\n(never run in quick mode)")
 	fs.BoolVar(&o.noRedis, "no-redis", false, "do not run the gateway on the redis engine (a Redis Cluster on 127.0.0.1:7191-7196)\nbeside the one on pebble in the stateful scenarios")
+	fs.BoolVar(&o.noS3, "no-s3", false, "do not run the gateway on the redis engine with the files' bytes in object storage\n"+
+		"(gateway-redis-s3: a versitygw of scripts/s3-server.sh on 127.0.0.1:7431) on the stateful scenarios")
 	fs.BoolVar(&o.noTracing, "no-tracing", false, "do not run the gateway with traces on (gateway-traced, exporting to a Jaeger\n"+
 		"of scripts/jaeger.sh on 127.0.0.1:14338-14342) beside the plain one on chat and chat-stream")
 	fs.BoolVar(&o.tlsX25519, "tls-x25519", false, "the TLS scenarios' client offers X25519 alone, the key exchange nginx's OpenSSL 3.0\n"+

@@ -346,6 +346,14 @@ func (r *runner) freshGateway() error {
 			return err
 		}
 	}
+	if r.d.blobsGw != nil {
+		if err := r.d.blobsGw.stop(); err != nil {
+			return err
+		}
+		if err := r.d.startBlobsGateway(); err != nil {
+			return err
+		}
+	}
 	if r.d.tracedGw != nil {
 		if err := r.d.tracedGw.stop(); err != nil {
 			return err
