@@ -84,6 +84,14 @@ func (r *runner) notes() []string {
 			"waits for one replica), on a 6-node Redis Cluster (3 masters, 3 replicas, appendonly) of scripts/redis-cluster.sh "+
 			"on the same cores; measured in the scenarios that use the store only (responses-create, responses-retrieve, upload).")
 	}
+	if r.d.blobsSkipped != "" {
+		notes = append(notes, "gateway-redis-s3 skipped: "+r.d.blobsSkipped)
+	} else {
+		notes = append(notes, "gateway-redis-s3 is gateway-redis with store.blobs: the files' bytes in a bucket of a real S3 "+
+			"server (versitygw of scripts/s3-server.sh, posix backend, on 127.0.0.1:7431 and the same disk and cores), "+
+			"Redis keeping the files' records; measured in the scenarios that use the store only. "+
+			"files-upload-* are measured on the gateway's store engines alone: the simulator has no part in an upload.")
+	}
 	return notes
 }
 
