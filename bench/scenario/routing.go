@@ -71,7 +71,7 @@ func slowDeployment(p Params) Scenario {
 			"that answer after %v; %v into each round the second's first byte comes after %v (the simulator's control endpoint), "+
 			"and the calls sent from then on are counted by the deployment that answered. The gateway picks by peak-EWMA "+
 			"power of two choices (its default); nginx spreads the same two by least_conn. Closed loop over %d connections. "+
-			"Each round starts with both fast.",
+			"Each round starts with both fast, and the gateway restarted: it knows nothing of them.",
 			RoutedFirstByte, at.Round(time.Millisecond), SlowFirstByte, RoutedConnections),
 		Load:   load.Options{Connections: RoutedConnections, Duration: p.Duration},
 		Routed: true,

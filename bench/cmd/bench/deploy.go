@@ -172,6 +172,21 @@ func (d *deployment) startGateway() error {
 	return err
 }
 
+// restartGateway restarts the gateway on its address and config, its store
+// kept: a process that has seen no call.
+func (d *deployment) restartGateway() error {
+	if err := d.gateway.stop(); err != nil {
+		return err
+	}
+	p, err := startGateway("gateway", d.bins.gateway, d.dir, filepath.Join(d.dir, "gateway.yaml"), d.gwAddr,
+		scenario.DefaultKeys.Gateway)
+	if err != nil {
+		return err
+	}
+	d.gateway = p
+	return nil
+}
+
 // startFloors starts each relay of floorEngines on the gateway's config,
 // which names the first simulator as the first beta upstream.
 func (d *deployment) startFloors() error {

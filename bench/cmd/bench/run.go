@@ -169,6 +169,14 @@ func (r *runner) warmUp(ctx context.Context, sc *scenario.Scenario, p prepared) 
 
 // round measures one round of p, sampling its processes.
 func (r *runner) round(ctx context.Context, sc *scenario.Scenario, p prepared, round int) {
+	if sc.Slow != nil && p.t.Name == "gateway" {
+		// It would otherwise remember the deployment slowed in its last round.
+		if err := r.d.restartGateway(); err != nil {
+			fmt.Fprintf(r.log, "   %-14s round %d: cannot restart: %v\n", p.t.Name, round+1, err)
+			return
+		}
+		p.t.pids = []int{r.d.gateway.pid()}
+	}
 	s, err := load.StartSampler(0, r.d.sampled(p.t)...)
 	if err != nil {
 		fmt.Fprintf(r.log, "   %-14s cannot sample: %v\n", p.t.Name, err)
