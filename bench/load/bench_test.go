@@ -23,7 +23,10 @@ func benchWorker(b *testing.B, check Check, h fasthttp.RequestHandler) *worker {
 		_ = ln.Close()
 	})
 	spec := &Spec{URL: "http://127.0.0.1:1/x", Check: check}
-	c := newClient("127.0.0.1:1", 1, &spec.Check, 10*time.Second)
+	c, err := newClient("127.0.0.1:1", 1, spec, &spec.Check, 10*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
 	c.Dial = func(string) (net.Conn, error) { return ln.Dial() }
 	return newWorker(c, spec, 10*time.Second)
 }

@@ -91,7 +91,10 @@ func HoldIdle(ctx context.Context, spec *Spec, opts IdleOptions) (IdleResult, er
 
 	check := spec.Check
 	check.Stream = true
-	client := newClient(addr, opts.Streams, &check, opts.Timeout)
+	client, err := newClient(addr, opts.Streams, spec, &check, opts.Timeout)
+	if err != nil {
+		return res, err
+	}
 	defer client.CloseIdleConnections()
 	h := idleHolder{client: client, spec: spec, check: &check, opts: &opts}
 	start := time.Now()

@@ -145,7 +145,10 @@ func RunPaced(ctx context.Context, spec *Spec, opts PacedOptions) (PacedResult, 
 	}
 	check := spec.Check
 	check.SSE = true
-	client := newClient(addr, opts.Streams, &check, opts.Timeout)
+	client, err := newClient(addr, opts.Streams, spec, &check, opts.Timeout)
+	if err != nil {
+		return res, err
+	}
 	client.ReadBufferSize, client.WriteBufferSize = 2<<10, 2<<10
 	defer client.CloseIdleConnections()
 	p := &pacer{client: client, spec: spec, opts: &opts, open: make(chan struct{}, opts.OpenConcurrency),

@@ -160,6 +160,9 @@ type Result struct {
 	TTFB        Summary    `json:"ttfb"`
 	LatencyHist *Histogram `json:"latency_hist"`
 	TTFBHist    *Histogram `json:"ttfb_hist"`
+	// Groups are the successful calls by the value of Spec.GroupBy's
+	// header, from Options.ShiftAt on; nil without GroupBy.
+	Groups map[string]*Group `json:"groups,omitempty"`
 }
 
 // ErrorCount returns the number of failed requests.
@@ -186,6 +189,7 @@ func Merge(rs ...Result) Result {
 		m.Statuses = addCounts(m.Statuses, r.Statuses)
 		m.LatencyHist.Merge(r.LatencyHist)
 		m.TTFBHist.Merge(r.TTFBHist)
+		m.Groups = mergeGroups(m.Groups, r.Groups)
 	}
 	m.finish()
 	return m

@@ -56,6 +56,11 @@ type Options struct {
 	MaxRequests uint64
 	// Timeout bounds each request, body included (default 10 s).
 	Timeout time.Duration
+	// Shift, when set, is called once, ShiftAt after the run's start, to
+	// change the target mid-run (slow a deployment, say); Result.Groups then
+	// count only the calls sent after it returned.
+	Shift   func()
+	ShiftAt time.Duration
 }
 
 func (o *Options) ensureDefaults() {
@@ -86,9 +91,13 @@ func (o *Options) workers() int {
 	return n
 }
 
-// newClient returns the client of one run: plain keep-alive connections to
-// addr, no retries, no pipelining.
-func newClient(addr string, conns int, check *Check, timeout time.Duration) *fasthttp.HostClient {
+// newClient returns the client of one run: keep-alive connections to addr,
+// over TLS for an https spec, no retries, no pipelining.
+func newClient(addr string, conns int, spec *Spec, check *Check, timeout time.Duration) (*fasthttp.HostClient, error) {
+	isTLS, err := spec.isTLS()
+	if err != nil {
+		return nil, err
+	}
 	return &fasthttp.HostClient{
 		Addr:                      addr,
 		Name:                      "modelgate-load",
@@ -101,7 +110,9 @@ func newClient(addr string, conns int, check *Check, timeout time.Duration) *fas
 		MaxResponseBodySize:       check.maxBody(),
 		StreamResponseBody:        check.streams(),
 		DisablePathNormalizing:    true,
-	}
+		IsTLS:                     isTLS,
+		TLSConfig:                 spec.TLS,
+	}, nil
 }
 
 // Run drives the target of spec as opts say and returns what it measured.
@@ -117,16 +128,28 @@ func Run(ctx context.Context, spec *Spec, opts Options) (Result, error) {
 		return Result{}, fmt.Errorf("cannot run at rate %v: %w", opts.Rate, ErrBadOptions)
 	}
 	n := opts.workers()
-	client := newClient(addr, n, &spec.Check, opts.Timeout)
+	client, err := newClient(addr, n, spec, &spec.Check, opts.Timeout)
+	if err != nil {
+		return Result{}, err
+	}
 	defer client.CloseIdleConnections()
 
 	ws := make([]*worker, n)
+	var groupFrom atomic.Int64
 	for i := range ws {
 		ws[i] = newWorker(client, spec, opts.Timeout)
+		if spec.GroupBy != "" {
+			ws[i].groups = &groups{by: make(map[string]*Group), from: &groupFrom}
+		}
 	}
 	l := loop{opts: opts}
 	start := time.Now()
 	l.start, l.end = start, start.Add(opts.Duration)
+	done, shiftDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(shiftDone)
+		shiftAt(&opts, start, &groupFrom, done)
+	}()
 	var wg sync.WaitGroup
 	for _, w := range ws {
 		wg.Add(1)
@@ -140,6 +163,8 @@ func Run(ctx context.Context, spec *Spec, opts Options) (Result, error) {
 		}()
 	}
 	wg.Wait()
+	close(done)
+	<-shiftDone // no Shift after Run returns
 	return collect(spec, &opts, ws, time.Since(start)), nil
 }
 
@@ -230,6 +255,9 @@ func collect(spec *Spec, opts *Options, ws []*worker, elapsed time.Duration) Res
 		r.Statuses = appendStatusCounts(r.Statuses, &w.statuses)
 		r.LatencyHist.Merge(w.lat)
 		r.TTFBHist.Merge(w.ttfb)
+		if w.groups != nil {
+			r.Groups = mergeGroups(r.Groups, w.groups.by)
+		}
 	}
 	r.Requests = r.OK + failed
 	r.finish()

@@ -2,6 +2,7 @@ package load
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -30,8 +31,17 @@ type Header struct {
 type Spec struct {
 	// Method is the request method; empty means GET, or POST when Body is set.
 	Method string
-	// URL is the absolute http:// URL; its host must be a loopback IP literal.
+	// URL is the absolute http:// or https:// URL; its host must be a
+	// loopback IP literal. An https URL needs TLS.
 	URL string
+	// TLS is the client configuration of an https URL: the roots that
+	// verify the target's certificate, the server name. Its session cache,
+	// when nil, makes every new connection a full handshake.
+	TLS *tls.Config
+	// CloseEach asks the target to close the connection after each answer
+	// (Connection: close), so that every call opens a new connection: over
+	// TLS, a handshake per call.
+	CloseEach bool
 	// Headers are set on every request, in order.
 	Headers []Header
 	// Body is sent as is; it is copied once per connection, not per request.
@@ -44,6 +54,10 @@ type Spec struct {
 	Mutate func(req *fasthttp.Request, seq uint64)
 	// Check says what a successful response looks like.
 	Check Check
+	// GroupBy, when set, names an answer header (e.g. the deployment that
+	// answered) by whose value the successful calls are also counted, with
+	// their time to first byte: Result.Groups.
+	GroupBy string
 }
 
 // Check says what a successful response looks like and how it is read.
@@ -87,8 +101,8 @@ func hostAddr(rawURL string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("cannot parse target URL %q: %w", rawURL, err)
 	}
-	if u.Scheme != "http" {
-		return "", fmt.Errorf("cannot use target URL %q: scheme must be http", rawURL)
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("cannot use target URL %q: scheme must be http or https", rawURL)
 	}
 	ip := net.ParseIP(u.Hostname())
 	if ip == nil || !ip.IsLoopback() {
@@ -97,8 +111,26 @@ func hostAddr(rawURL string) (string, error) {
 	port := u.Port()
 	if port == "" {
 		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
 	}
 	return net.JoinHostPort(ip.String(), port), nil
+}
+
+// ErrNoTLSConfig is returned for an https target of a Spec without TLS.
+var ErrNoTLSConfig = errors.New("load: an https target needs Spec.TLS")
+
+// isTLS reports whether s speaks TLS to its target, and refuses an https
+// URL without a client configuration.
+func (s *Spec) isTLS() (bool, error) {
+	if !strings.HasPrefix(s.URL, "https://") {
+		return false, nil
+	}
+	if s.TLS == nil {
+		return true, fmt.Errorf("cannot use target URL %q: %w", s.URL, ErrNoTLSConfig)
+	}
+	return true, nil
 }
 
 // CheckLoopback reports whether addr ("host:port" or an http URL) names a
@@ -135,6 +167,9 @@ func (s *Spec) BuildRequest(req *fasthttp.Request) {
 	}
 	if len(s.Body) > 0 {
 		req.SetBody(s.Body)
+	}
+	if s.CloseEach {
+		req.SetConnectionClose()
 	}
 }
 

@@ -46,6 +46,8 @@ type worker struct {
 	resp fasthttp.Response
 	buf  []byte
 	sse  SSECounter
+	// groups, when the spec groups its calls, counts them by its header.
+	groups *groups
 
 	lat, ttfb *Histogram
 	ok        uint64
@@ -103,6 +105,9 @@ func (w *worker) do(seq uint64, start time.Time) {
 		w.events += uint64(w.sse.Events())
 		w.lat.Record(end.Sub(start))
 		w.ttfb.Record(first.Sub(start))
+		if w.groups != nil {
+			w.groups.record(w.resp.Header.Peek(w.spec.GroupBy), start, first)
+		}
 	}
 }
 

@@ -19,6 +19,14 @@ type Config struct {
 	// Sessions are the host:ports the session-affinity server spreads its
 	// requests over by a consistent hash of the x-session-id header.
 	Sessions []string
+	// TLSListen, when set, is the 127.0.0.1:port of a server that speaks
+	// TLS with CertFile and KeyFile and proxies to Upstream as Listen does.
+	TLSListen, CertFile, KeyFile string
+	// LeastConnListen is the 127.0.0.1:port of a server that spreads its
+	// requests over LeastConn by `least_conn`; it is rendered only when
+	// LeastConn is not empty.
+	LeastConnListen string
+	LeastConn       []string
 	// Dir holds the pid file, the error log and the temp paths.
 	Dir string
 	// WorkerProcesses is the number of workers; 0 means "auto" (one per core).
@@ -59,6 +67,16 @@ func (c *Config) Render() []byte {
 	if len(c.Sessions) > 0 {
 		c.renderUpstream(p, "sessions", "hash $http_x_session_id consistent;", c.Sessions)
 		renderServer(p, c.SessionsListen, "sessions")
+	}
+	if c.TLSListen != "" {
+		renderServer(p, c.TLSListen+" ssl", "backend",
+			"ssl_certificate "+c.CertFile+";",
+			"ssl_certificate_key "+c.KeyFile+";",
+			"ssl_protocols TLSv1.2 TLSv1.3;")
+	}
+	if len(c.LeastConn) > 0 {
+		c.renderUpstream(p, "leastconn", "least_conn;", c.LeastConn)
+		renderServer(p, c.LeastConnListen, "leastconn")
 	}
 	p("}")
 	return b.Bytes()
@@ -113,10 +131,13 @@ func (c *Config) renderUpstream(p printer, name, balance string, servers []strin
 }
 
 // renderServer writes a server on listen whose only location proxies to
-// the upstream block named upstream.
-func renderServer(p printer, listen, upstream string) {
+// the upstream block named upstream, with the server directives extra.
+func renderServer(p printer, listen, upstream string, extra ...string) {
 	p("    server {")
 	p("        listen %s backlog=4096;", listen)
+	for _, e := range extra {
+		p("        %s", e)
+	}
 	p("        location / {")
 	p("            proxy_pass http://%s;", upstream)
 	p("            proxy_http_version 1.1;")

@@ -359,3 +359,32 @@ func TestEnsureInstalls(t *testing.T) {
 	}
 	t.Logf("nginx %d.%d.%d at %s", v[0], v[1], v[2], path)
 }
+
+// TestConfigRenderTLSAndLeastConn shows the TLS server (the same proxying
+// as the first, with the certificate) and the least_conn server (its own
+// block), after the text of a config without them.
+func TestConfigRenderTLSAndLeastConn(t *testing.T) {
+	c := Config{Listen: "127.0.0.1:8081", Upstream: "127.0.0.1:9000", Dir: "/tmp/x", WorkerProcesses: 1, KeepAlive: 256, WorkerConnections: 4096, RlimitNofile: 8192}
+	plain := c.Render()
+	c.TLSListen, c.CertFile, c.KeyFile = "127.0.0.1:8443", "/tmp/x/cert.pem", "/tmp/x/key.pem"
+	c.LeastConnListen, c.LeastConn = "127.0.0.1:8083", []string{"127.0.0.1:9001", "127.0.0.1:9002"}
+	text := string(c.Render())
+	head := plain[:len(plain)-len("}\n")]
+	if !strings.HasPrefix(text, string(head)) {
+		t.Fatalf("the config with TLS does not start with the one without:\n%s", text)
+	}
+	added := text[len(head):]
+	for _, want := range []string{
+		"listen 127.0.0.1:8443 ssl backlog=4096;\n        ssl_certificate /tmp/x/cert.pem;\n        ssl_certificate_key /tmp/x/key.pem;",
+		"proxy_pass http://backend;",
+		"upstream leastconn {\n        least_conn;\n        server 127.0.0.1:9001;\n        server 127.0.0.1:9002;\n        keepalive 256;",
+		"listen 127.0.0.1:8083 backlog=4096;", "proxy_pass http://leastconn;",
+	} {
+		if !strings.Contains(added, want) {
+			t.Fatalf("config lacks %q:\n%s", want, added)
+		}
+	}
+	if strings.Count(text, "{") != strings.Count(text, "}") {
+		t.Fatalf("unbalanced braces:\n%s", text)
+	}
+}

@@ -36,6 +36,12 @@ type Options struct {
 	// (Server.SessionsAddr) spreads its requests over by a consistent hash
 	// of the x-session-id header. The first port is the same without them.
 	Sessions []string
+	// CertFile and KeyFile, when set, are the PEM certificate and key of a
+	// third port (Server.TLSAddr) that speaks TLS and proxies as the first.
+	CertFile, KeyFile string
+	// LeastConn, when not empty, are loopback host:ports that a fourth port
+	// (Server.LeastConnAddr) spreads its requests over by `least_conn`.
+	LeastConn []string
 	// WorkerProcesses is the number of workers: 0 means 1, negative means
 	// auto (one per core). See the package doc for the choice.
 	WorkerProcesses int
@@ -58,6 +64,12 @@ type Server struct {
 	// SessionsAddr is the 127.0.0.1:port of the session-affinity server,
 	// empty when Options.Sessions was.
 	SessionsAddr string
+	// TLSAddr is the 127.0.0.1:port of the TLS server, empty when
+	// Options.CertFile was.
+	TLSAddr string
+	// LeastConnAddr is the 127.0.0.1:port of the least_conn server, empty
+	// when Options.LeastConn was.
+	LeastConnAddr string
 	// Dir holds nginx.conf, error.log, stderr.log and nginx.pid.
 	Dir string
 
@@ -81,11 +93,29 @@ func (s *Server) SessionsURL() string {
 	return "http://" + s.SessionsAddr
 }
 
+// TLSURL returns the https:// base URL of the TLS server, or "" when there is none.
+func (s *Server) TLSURL() string {
+	if s.TLSAddr == "" {
+		return ""
+	}
+	return "https://" + s.TLSAddr
+}
+
+// LeastConnURL returns the http:// base URL of the least_conn server, or ""
+// when there is none.
+func (s *Server) LeastConnURL() string {
+	if s.LeastConnAddr == "" {
+		return ""
+	}
+	return "http://" + s.LeastConnAddr
+}
+
 // Start writes a config and starts nginx in front of opts.Upstream on a free
 // loopback port (and in front of opts.Sessions on another), and returns once
 // its ports accept connections. The caller must Stop it.
 func Start(opts Options) (*Server, error) {
-	for _, up := range append([]string{opts.Upstream}, opts.Sessions...) {
+	ups := append([]string{opts.Upstream}, opts.Sessions...)
+	for _, up := range append(ups, opts.LeastConn...) {
 		if err := load.CheckLoopback(up); err != nil {
 			return nil, fmt.Errorf("cannot proxy to %q: %w", up, err)
 		}
@@ -126,11 +156,7 @@ var errAddrInUse = errors.New("nginx: address already in use")
 
 // startOnce starts nginx on ports that were free a moment ago.
 func startOnce(bin, dir string, opts *Options) (*Server, error) {
-	n := 1
-	if len(opts.Sessions) > 0 {
-		n = 2
-	}
-	addrs, err := freePorts(n)
+	addrs, err := freePorts(4)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +180,8 @@ func startOnce(bin, dir string, opts *Options) (*Server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: cannot start %s: %v", ErrNotAvailable, bin, err)
 	}
-	s := &Server{Addr: cfg.Listen, SessionsAddr: cfg.SessionsListen, Dir: dir, cmd: cmd, exited: make(chan struct{})}
+	s := &Server{Addr: cfg.Listen, SessionsAddr: cfg.SessionsListen, TLSAddr: cfg.TLSListen,
+		LeastConnAddr: cfg.LeastConnListen, Dir: dir, cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		s.waitErr = cmd.Wait()
 		close(s.exited)
@@ -167,7 +194,8 @@ func startOnce(bin, dir string, opts *Options) (*Server, error) {
 }
 
 // newConfig returns the config of opts on addrs: the first for the proxy,
-// the second, when there are sessions, for the session-affinity server.
+// the second, when there are sessions, for the session-affinity server, the
+// third for the TLS server and the fourth for the least_conn one, when asked for.
 func newConfig(addrs []string, dir string, opts *Options) *Config {
 	c := &Config{
 		Listen:            addrs[0],
@@ -181,6 +209,12 @@ func newConfig(addrs []string, dir string, opts *Options) *Config {
 	}
 	if len(opts.Sessions) > 0 {
 		c.SessionsListen = addrs[1]
+	}
+	if opts.CertFile != "" {
+		c.TLSListen, c.CertFile, c.KeyFile = addrs[2], opts.CertFile, opts.KeyFile
+	}
+	if len(opts.LeastConn) > 0 {
+		c.LeastConnListen, c.LeastConn = addrs[3], opts.LeastConn
 	}
 	if opts.WorkerProcesses == 0 {
 		c.WorkerProcesses = 1
@@ -298,10 +332,13 @@ func (s *Server) ready() bool {
 
 // addrs returns the addresses nginx listens on.
 func (s *Server) addrs() []string {
-	if s.SessionsAddr == "" {
-		return []string{s.Addr}
+	addrs := []string{s.Addr}
+	for _, a := range []string{s.SessionsAddr, s.TLSAddr, s.LeastConnAddr} {
+		if a != "" {
+			addrs = append(addrs, a)
+		}
 	}
-	return []string{s.Addr, s.SessionsAddr}
+	return addrs
 }
 
 // startError wraps cause with the end of nginx's logs.

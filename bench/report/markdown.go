@@ -33,6 +33,7 @@ func writeMarkdown(w io.Writer, run *Run, plots map[int][]string) error {
 	}
 	writeTable(bw, run)
 	writeIdleTable(bw, run)
+	writeGroupTable(bw, run)
 	writePacedTable(bw, run)
 	writePlotLinks(bw, run, plots)
 	return bw.Flush()

@@ -14,6 +14,7 @@ const (
 	ModelChat   = "bench-chat"   // alpha and beta on the primary deployment
 	ModelAffine = "bench-affine" // beta on every deployment: the affinity ring
 	ModelImage  = "bench-image"  // an image model on the primary deployment
+	ModelRouted = "bench-routed" // beta on the last two deployments: slow-deployment
 )
 
 // Sizes of the scenarios.
@@ -43,6 +44,7 @@ const (
 	messagesBody  = `{"model":"` + ModelChat + `","max_tokens":1024,"messages":` + prompt + `,"stream":true}`
 	responsesBody = `{"model":"` + ModelChat + `","input":"Write one paragraph about lighthouses."}`
 	affineBody    = `{"model":"` + ModelAffine + `","messages":` + prompt + `}`
+	routedBody    = `{"model":"` + ModelRouted + `","messages":` + prompt + `}`
 	imageBody     = `{"model":"` + ModelImage + `","prompt":"A lighthouse at dusk, oil on canvas","size":"1024x1024"}`
 )
 
@@ -61,6 +63,8 @@ func All(p Params) []Scenario {
 		chatPlain("chat", Connections, closed(Connections)),
 		chatPlain("chat-1conn", 1, closed(1)),
 		chatOpen(p),
+		chatTLS("chat-tls", false, closed(Connections)),
+		chatTLS("chat-tls-handshake", true, closed(Connections)),
 		streamed("chat-stream", "Chat completion streamed", chatRequest, chatStream, closed(Connections)),
 		streamed("messages-stream", "Alpha messages streamed",
 			request{fam: alpha, gatewayPath: "/v1/router/alpha/v1/messages", simPath: "/v1/messages"},
@@ -68,8 +72,11 @@ func All(p Params) []Scenario {
 		responsesCreate(closed(Connections)),
 		responsesRetrieve(closed(Connections)),
 		affinity(closed(Connections)),
+		slowDeployment(p),
 		imageAnswer(closed(8)),
 		upload(p),
+		filesUpload(p, "files-upload-1kib", 1<<10, 0),
+		filesUpload(p, "files-upload-1mib", 1<<20, 4*p.Uploads),
 		llmStreams(p),
 		idle(p),
 	}
@@ -90,6 +97,35 @@ func chatPlain(name string, conns int, o load.Options) Scenario {
 			conns, plural(conns, "connection")),
 		Load:  o,
 		build: fixed(r),
+	}
+}
+
+// chatTLS is chat over the targets' TLS listeners, kept alive or with a new
+// connection, so a full handshake, per call.
+func chatTLS(name string, handshake bool, o load.Options) Scenario {
+	r := chatRequest
+	r.body = []byte(chatBody)
+	how := "kept alive"
+	if handshake {
+		how = "a new connection and a full handshake per call (Connection: close, no session resumption, as Go's HTTP client by default)"
+	}
+	return Scenario{
+		Name: name,
+		Description: fmt.Sprintf("Chat completion, not streamed, over TLS (a self-signed ECDSA P-256 certificate, the client's "+
+			"Go defaults: TLS 1.3), %s, closed loop over %d connections. The gateway's listen_tls and nginx's ssl listener present "+
+			"the same certificate.", how, o.Connections),
+		Load: o,
+		TLS:  true,
+		build: func(_ context.Context, env *Env, t *Target) (*load.Spec, error) {
+			if t.TLSURL == "" {
+				return nil, fmt.Errorf("%s has no TLS listener", t.Name)
+			}
+			tt := *t
+			tt.URL = t.TLSURL
+			s := r.spec(env, &tt)
+			s.TLS, s.CloseEach = env.TLS, handshake
+			return s, nil
+		},
 	}
 }
 
@@ -196,6 +232,39 @@ func upload(p Params) Scenario {
 		Stateful: true,
 		build:    fixed(r),
 	}
+}
+
+// filesUpload is the upload of a file of size bytes, measured on the
+// gateway's store engines only: the upload throughput of each, the Redis
+// engine alone and with the bytes in object storage (store.blobs) among them.
+// maxUploads, when not zero, bounds a round's uploads, which the stores keep.
+func filesUpload(p Params, name string, size int, maxUploads uint64) Scenario {
+	const conns = 16
+	body, contentType := uploadBodyOf(size)
+	r := request{fam: alpha, gatewayPath: "/v1/router/alpha/v1/files", simPath: "/v1/files",
+		contentType: contentType, body: body}
+	bound := ""
+	if maxUploads > 0 {
+		bound = fmt.Sprintf(", at most %d uploads a round", maxUploads)
+	}
+	return Scenario{
+		Name: name,
+		Description: fmt.Sprintf("File upload (POST /v1/files, a multipart body with one PNG of %s, as the SDK sends it), "+
+			"closed loop over %d connections%s, on the gateway's store engines only: each answers 200 once the file is stored.",
+			sizeText(size), conns, bound),
+		Load:      load.Options{Connections: conns, Duration: p.Duration, MaxRequests: maxUploads},
+		Stateful:  true,
+		StoreOnly: true,
+		build:     fixed(r),
+	}
+}
+
+// sizeText is "1 KiB" or "1 MiB".
+func sizeText(n int) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 // llmStreams is the edge's load: many long streams at once, each paced as a

@@ -65,6 +65,7 @@ func probe(ctx context.Context, spec *load.Spec, firstEvent bool) (int, error) {
 		WriteTimeout:              time.Until(deadline),
 		MaxIdemponentCallAttempts: 1,
 		DisablePathNormalizing:    true,
+		TLSConfig:                 spec.TLS,
 	}
 	defer c.CloseIdleConnections()
 	if err := c.DoDeadline(req, resp, deadline); err != nil {

@@ -10,6 +10,7 @@ package scenario
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -54,6 +55,13 @@ type Target struct {
 	// simulator deployment, as the gateway does. Direct has none: it is the
 	// floor, not a proxy.
 	SessionURL string
+	// TLSURL, when set, is the https:// base URL of the target's TLS
+	// listener, which the TLS scenarios use instead of URL.
+	TLSURL string
+	// RoutedURL, when set, is the base URL the slow-deployment scenario
+	// uses: an entry point that spreads ModelRouted's calls over
+	// Env.Routed (the gateway's own, a proxy's least_conn port).
+	RoutedURL string
 }
 
 // Keys are the credentials of one deployment: the caller's key at the gateway,
@@ -81,6 +89,12 @@ type Env struct {
 	// target ends up at; scenarios ask it for the answers they then expect of
 	// every target (e.g. the number of events of a stream).
 	Direct string
+	// TLS is the client configuration that trusts the certificate of the
+	// targets' TLS listeners.
+	TLS *tls.Config
+	// Routed are the base URLs of the two deployments of ModelRouted, the
+	// second the one slow-deployment slows.
+	Routed []string
 }
 
 // Scenario is one workload. Build its request for a target with Prepare, then
@@ -108,6 +122,18 @@ type Scenario struct {
 	// Stateful marks a scenario whose gateway calls read or write the store
 	// (Responses records, files): the harness measures it on every store engine.
 	Stateful bool
+	// StoreOnly marks a stateful scenario that only the gateway's store
+	// answers (a file upload): the simulator and the proxies in front of it
+	// are not measured.
+	StoreOnly bool
+	// TLS marks a scenario spoken over TLS: only the targets with a TLS
+	// listener (Target.TLSURL) are measured.
+	TLS bool
+	// Routed marks a scenario of ModelRouted's deployments: only the
+	// targets that spread calls over them (Target.RoutedURL) are measured.
+	Routed bool
+	// Slow, when set, slows a routed deployment in each round.
+	Slow *Slow
 
 	build func(ctx context.Context, env *Env, t *Target) (*load.Spec, error)
 }

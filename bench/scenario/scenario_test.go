@@ -23,6 +23,7 @@ import (
 	"github.com/modelgate/gateway/bench/sim"
 	"github.com/modelgate/gateway/proxy"
 	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/edgetls"
 	"github.com/modelgate/gateway/store"
 )
 
@@ -42,6 +43,11 @@ type deployment struct {
 func startDeployment(t *testing.T) *deployment {
 	t.Helper()
 	d := &deployment{env: Env{Keys: DefaultKeys}}
+	cert, err := WriteCert(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.env.TLS = cert.Client
 	var urls []string
 	for i := range 4 {
 		s, err := sim.Listen("127.0.0.1:0", sim.Options{Name: "sim" + string(rune('1'+i)),
@@ -53,19 +59,23 @@ func startDeployment(t *testing.T) *deployment {
 		urls = append(urls, s.URL())
 	}
 	d.env.Direct = urls[0]
+	d.env.Routed = urls[2:]
 	d.targets = append(d.targets, Target{Name: "direct", Kind: Direct, URL: urls[0]})
-	d.targets = append(d.targets, Target{Name: "gateway", Kind: Gateway, URL: startGateway(t, urls)})
+	gw, gwTLS := startGateway(t, urls, cert)
+	d.targets = append(d.targets, Target{Name: "gateway", Kind: Gateway, URL: gw, TLSURL: gwTLS, RoutedURL: gw})
 	if _, err := nginx.Find(); err == nil {
 		var addrs []string
 		for _, s := range d.sims {
 			addrs = append(addrs, s.Addr())
 		}
-		n, err := nginx.Start(nginx.Options{Upstream: addrs[0], Sessions: addrs})
+		n, err := nginx.Start(nginx.Options{Upstream: addrs[0], Sessions: addrs, CertFile: cert.CertFile, KeyFile: cert.KeyFile,
+			LeastConn: addrs[2:]})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = n.Stop() })
-		d.targets = append(d.targets, Target{Name: "nginx", Kind: Proxy, URL: n.URL(), SessionURL: n.SessionsURL()})
+		d.targets = append(d.targets, Target{Name: "nginx", Kind: Proxy, URL: n.URL(), SessionURL: n.SessionsURL(), TLSURL: n.TLSURL(),
+			RoutedURL: n.LeastConnURL()})
 	} else {
 		t.Logf("no nginx target: %v", err)
 	}
@@ -79,10 +89,19 @@ func startDeployment(t *testing.T) *deployment {
 	return d
 }
 
-// startGateway serves an in-process gateway with the harness's config.
-func startGateway(t *testing.T, sims []string) string {
+// startGateway serves an in-process gateway with the harness's config, on
+// a plain listener and on a TLS one presenting cert, and returns their base URLs.
+func startGateway(t *testing.T, sims []string, cert *Cert) (string, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := edgetls.New(edgetls.Options{CertFile: cert.CertFile, KeyFile: cert.KeyFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,20 +123,24 @@ func startGateway(t *testing.T, sims []string) string {
 		t.Fatal(err)
 	}
 	srv := gw.NewServer()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
+	done := make(chan struct{}, 2)
+	for _, l := range []net.Listener{ln, certs.Listener(tln)} {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			_ = srv.Serve(l)
+		}()
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.ShutdownWithContext(ctx)
 		_ = ln.Close()
+		_ = tln.Close()
+		<-done
 		<-done
 		st.Close()
 	})
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), "https://" + tln.Addr().String()
 }
 
 // TestScenariosAnswer prepares every scenario for every target and checks
@@ -131,6 +154,9 @@ func TestScenariosAnswer(t *testing.T) {
 	defer cancel()
 	for _, sc := range All(testParams) {
 		for _, tg := range d.targets {
+			if sc.TLS && tg.TLSURL == "" || sc.Routed && tg.RoutedURL == "" || sc.StoreOnly && tg.Kind != Gateway {
+				continue
+			}
 			t.Run(sc.Name+"/"+tg.Name, func(t *testing.T) {
 				spec, err := sc.Prepare(ctx, &d.env, &tg)
 				if err != nil {
@@ -304,6 +330,23 @@ func TestGatewayConfig(t *testing.T) {
 	if len(models[ModelAffine]) != 2 || len(models[ModelChat]) != 2 || len(models[ModelImage]) != 1 {
 		t.Fatalf("models %v", models)
 	}
+	if cfg.ListenTLS != "" || cfg.TLS != nil || cfg.Tracing != nil {
+		t.Fatalf("TLS or tracing without asking: %q %+v %+v", cfg.ListenTLS, cfg.TLS, cfg.Tracing)
+	}
+	gc.ListenTLS, gc.CertFile, gc.KeyFile = "127.0.0.1:4", "/tmp/x/cert.pem", "/tmp/x/key.pem"
+	gc.TracingEndpoint = "http://127.0.0.1:5"
+	if text, err = gc.YAML(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = config.Parse(text, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if cfg.ListenTLS != gc.ListenTLS || cfg.TLS == nil || cfg.TLS.CertFile != gc.CertFile || cfg.TLS.KeyFile != gc.KeyFile {
+		t.Fatalf("TLS %q %+v", cfg.ListenTLS, cfg.TLS)
+	}
+	if tr := cfg.Tracing; tr == nil || tr.Endpoint != gc.TracingEndpoint || tr.SampleRatio == nil || *tr.SampleRatio != 1 {
+		t.Fatalf("tracing %+v", tr)
+	}
 	gc.Sims = nil
 	if _, err := gc.YAML(); !errors.Is(err, ErrBadConfig) {
 		t.Fatalf("no simulator: %v", err)
@@ -398,5 +441,66 @@ func TestSizesText(t *testing.T) {
 	}
 	if got := sizesText([]int{1}); got != "1 stream" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// TestSlowDeploymentGroups shows that every routed target's answers name
+// the deployment that answered (so the scenario can count them), and only
+// the two routed ones; and that SlowDown slows the second.
+func TestSlowDeploymentGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts simulators, a gateway and nginx")
+	}
+	d := startDeployment(t)
+	ctx := context.Background()
+	scs, err := Select(All(testParams), []string{"slow-deployment"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &scs[0]
+	for _, tg := range d.targets {
+		if tg.RoutedURL == "" {
+			continue
+		}
+		spec, err := sc.Prepare(ctx, &d.env, &tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := load.Run(ctx, spec, load.Options{Connections: 2, MaxRequests: 20, Duration: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for name, g := range r.Groups {
+			if name != "sim3" && name != "sim4" {
+				t.Fatalf("%s: answered by %q", tg.Name, name)
+			}
+			n += g.OK
+		}
+		if r.OK != 20 || n != r.OK {
+			t.Fatalf("%s: %d calls ok, %d grouped: %+v", tg.Name, r.OK, n, r.Groups)
+		}
+	}
+	direct := Target{Name: "sim4", Kind: Direct, URL: d.env.Routed[1], RoutedURL: d.env.Routed[1]}
+	spec, err := sc.Prepare(ctx, &d.env, &direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := func() time.Duration {
+		t.Helper()
+		r, err := load.Run(ctx, spec, load.Options{Connections: 1, MaxRequests: 1, Duration: time.Minute})
+		if err != nil || r.OK != 1 {
+			t.Fatalf("%v %+v", err, r.Errors)
+		}
+		return r.TTFB.Min
+	}
+	if err := sc.Slow.SlowDown(ctx, &d.env, true); err != nil {
+		t.Fatal(err)
+	}
+	if d := took(); d < SlowFirstByte-time.Millisecond {
+		t.Fatalf("slowed deployment answered after %v", d)
+	}
+	if err := sc.Slow.SlowDown(ctx, &d.env, false); err != nil {
+		t.Fatal(err)
 	}
 }

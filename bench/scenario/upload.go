@@ -19,9 +19,13 @@ const uploadBoundary = "modelgate-bench-6a1f0c2e9d"
 // uploadBody returns the multipart body of the upload scenario and its
 // content type: one file field holding a valid PNG of exactly UploadBytes, as
 // anthropic-sdk-go sends a file upload. Built once; callers must not modify it.
-var uploadBody = sync.OnceValues(func() ([]byte, string) {
+var uploadBody = sync.OnceValues(func() ([]byte, string) { return uploadBodyOf(UploadBytes) })
+
+// uploadBodyOf returns the multipart body of an upload of a PNG of exactly
+// size bytes, and its content type.
+func uploadBodyOf(size int) ([]byte, string) {
 	var b bytes.Buffer
-	b.Grow(UploadBytes + 1024)
+	b.Grow(size + 1024)
 	w := multipart.NewWriter(&b)
 	if err := w.SetBoundary(uploadBoundary); err != nil {
 		panic("BUG: bad multipart boundary: " + err.Error())
@@ -33,12 +37,12 @@ var uploadBody = sync.OnceValues(func() ([]byte, string) {
 	if err != nil {
 		panic("BUG: cannot build the upload body: " + err.Error())
 	}
-	_, _ = part.Write(paddedPNG(UploadBytes))
+	_, _ = part.Write(paddedPNG(size))
 	if err := w.Close(); err != nil {
 		panic("BUG: cannot build the upload body: " + err.Error())
 	}
 	return b.Bytes(), w.FormDataContentType()
-})
+}
 
 // paddedPNG returns a valid 16x16 PNG of exactly size bytes: a private
 // ancillary chunk (bnCh) before IEND carries the padding. The padding is

@@ -12,7 +12,8 @@
 // prove that the gateway never leaks its own fields upstream.
 //
 // Request headers x-sim-latency, x-sim-events, x-sim-event-delay, x-sim-image-bytes
-// and x-sim-fault control one answer; Server.SetFault controls every answer.
+// and x-sim-fault control one answer; Server.SetFault controls every answer, and so does
+// PUT /_sim/fault (a body in x-sim-fault's syntax, empty to clear) from another process.
 //
 // The package does not own the load generator, scenarios or reports (see bench/),
 // and it keeps no state on disk: the Responses and image stores live in memory.

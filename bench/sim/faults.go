@@ -7,6 +7,27 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// faultPath is the control endpoint that sets the server-wide fault from
+// another process: PUT with a body in x-sim-fault's syntax (SetFault), an
+// empty body to clear it. No provider has the path; it needs no key, as the
+// simulator guards nothing.
+var faultPath = []byte("/_sim/fault")
+
+// serveFault answers the control endpoint.
+func (s *Server) serveFault(ctx *fasthttp.RequestCtx) {
+	if !ctx.IsPut() {
+		ctx.Error("use PUT with a fault in x-sim-fault's syntax", fasthttp.StatusMethodNotAllowed)
+		return
+	}
+	var f Fault
+	if err := ParseFault(ctx.Request.Body(), &f); err != nil {
+		ctx.Error(err.Error(), fasthttp.StatusBadRequest)
+		return
+	}
+	s.SetFault(f)
+	ctx.SetStatusCode(fasthttp.StatusNoContent)
+}
+
 // armedFault is the server-wide fault set by SetFault, with the number of
 // requests it still applies to when it is limited (Fault.Times).
 type armedFault struct {

@@ -62,3 +62,33 @@ func TestFaultDropIdle(t *testing.T) {
 		t.Fatal("the connection stayed open")
 	}
 }
+
+// The control endpoint sets the server-wide fault from another process, as
+// SetFault does, and an empty body clears it.
+func TestFaultControlEndpoint(t *testing.T) {
+	s := startSim(t, Options{})
+	put := func(body string, want int) {
+		t.Helper()
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI(s.URL() + "/_sim/fault")
+		req.Header.SetMethod(fasthttp.MethodPut)
+		req.SetBodyString(body)
+		if err := fasthttp.Do(req, resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode() != want {
+			t.Fatalf("PUT %q: %d %s", body, resp.StatusCode(), resp.Body())
+		}
+	}
+	bc := betaClient(s, testBetaKey)
+	put("status=503", fasthttp.StatusNoContent)
+	_, err := bc.Chat.Completions.New(context.Background(), chatParams())
+	betaAPIError(t, err, 503, "Simulated failure (x-sim-fault).")
+	put("boom", fasthttp.StatusBadRequest)
+	put("", fasthttp.StatusNoContent)
+	if _, err := bc.Chat.Completions.New(context.Background(), chatParams()); err != nil {
+		t.Fatalf("after the fault was cleared: %v", err)
+	}
+}

@@ -40,6 +40,10 @@ func putBuf(b *[]byte) {
 // Handler answers one request. It records it (unless Options.NoRecord), applies
 // the controls and faults, then serves it as its family would.
 func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
+	if bytes.Equal(ctx.Path(), faultPath) {
+		s.serveFault(ctx)
+		return
+	}
 	if !s.o.NoRecord {
 		s.record(ctx)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +31,10 @@ type deployment struct {
 	simAddrs []string
 	gateway  *proc
 	gwAddr   string
-	nginx    *nginx.Server
+	// cert is the run's TLS certificate; gwTLSAddr the gateway's TLS listener.
+	cert      *scenario.Cert
+	gwTLSAddr string
+	nginx     *nginx.Server
 	// nginxSkipped says why there is no nginx, when there is none.
 	nginxSkipped string
 	nginxVersion string
@@ -43,6 +47,20 @@ type deployment struct {
 	redisGw      *proc
 	redisGwAddr  string
 	redisSkipped string
+	// The gateway with traces on (tracing.go): the run's Jaeger, the
+	// process and its address, or why there is none.
+	jaegerDir, otlpEndpoint string
+	tracedGw                *proc
+	tracedGwAddr            string
+	tracedSkipped           string
+	// The gateway on redis with the files' bytes in object storage
+	// (blobs.go): its S3 server (started by this run when s3Owned), the
+	// process and its address, or why there is none.
+	s3Endpoint   string
+	s3Owned      bool
+	blobsGw      *proc
+	blobsGwAddr  string
+	blobsSkipped string
 	// The two relays of bench/cmd/floor in the gateway's place, measured on
 	// floorScenarios: what Go and what fasthttp cost a proxy that does no
 	// work of its own. None with -no-floors.
@@ -86,6 +104,12 @@ func deploy(ctx context.Context, o *options, root string, log io.Writer) (d *dep
 		return d, err
 	}
 	fmt.Fprintf(log, "binaries: %s\n", d.binsFrom)
+	if d.cert, err = scenario.WriteCert(dir); err != nil {
+		return d, err
+	}
+	if o.tlsX25519 {
+		d.cert.Client.CurvePreferences = []tls.CurveID{tls.X25519}
+	}
 	if err = d.startSims(); err != nil {
 		return d, err
 	}
@@ -100,6 +124,16 @@ func deploy(ctx context.Context, o *options, root string, log io.Writer) (d *dep
 	if o.noRedis {
 		d.redisSkipped = "redis not run (-no-redis)"
 	} else if err = d.startRedis(log); err != nil {
+		return d, err
+	}
+	if o.noS3 {
+		d.blobsSkipped = "object storage not run (-no-s3)"
+	} else if err = d.startS3(ctx, root, o.quick, log); err != nil {
+		return d, err
+	}
+	if o.noTracing {
+		d.tracedSkipped = "tracing not run (-no-tracing)"
+	} else if err = d.startTracing(ctx, root, o.quick, log); err != nil {
 		return d, err
 	}
 	if o.noNginx {
@@ -127,10 +161,30 @@ func (d *deployment) startSims() error {
 }
 
 func (d *deployment) startGateway() error {
-	gc := scenario.GatewayConfig{StorePath: filepath.Join(d.dir, "store")}
-	var err error
+	tlsAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	gc := scenario.GatewayConfig{StorePath: filepath.Join(d.dir, "store"),
+		ListenTLS: tlsAddr, CertFile: d.cert.CertFile, KeyFile: d.cert.KeyFile}
 	d.gateway, d.gwAddr, err = d.launchGateway("gateway", gc)
+	d.gwTLSAddr = tlsAddr
 	return err
+}
+
+// restartGateway restarts the gateway on its address and config, its store
+// kept: a process that has seen no call.
+func (d *deployment) restartGateway() error {
+	if err := d.gateway.stop(); err != nil {
+		return err
+	}
+	p, err := startGateway("gateway", d.bins.gateway, d.dir, filepath.Join(d.dir, "gateway.yaml"), d.gwAddr,
+		scenario.DefaultKeys.Gateway)
+	if err != nil {
+		return err
+	}
+	d.gateway = p
+	return nil
 }
 
 // startFloors starts each relay of floorEngines on the gateway's config,
@@ -163,8 +217,9 @@ func (d *deployment) startRedisGateway() error {
 }
 
 // launchGateway writes gc, completed with a free address, the keys and the
-// simulators, as name.yaml and starts the gateway process name on it.
-func (d *deployment) launchGateway(name string, gc scenario.GatewayConfig) (*proc, string, error) {
+// simulators, as name.yaml and starts the gateway process name on it, env
+// added to its environment.
+func (d *deployment) launchGateway(name string, gc scenario.GatewayConfig, env ...string) (*proc, string, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, "", err
@@ -181,7 +236,7 @@ func (d *deployment) launchGateway(name string, gc scenario.GatewayConfig) (*pro
 	if err := os.WriteFile(path, text, 0o600); err != nil {
 		return nil, "", fmt.Errorf("cannot write the %s config: %w", name, err)
 	}
-	p, err := startGateway(name, d.bins.gateway, d.dir, path, addr, scenario.DefaultKeys.Gateway)
+	p, err := startGateway(name, d.bins.gateway, d.dir, path, addr, scenario.DefaultKeys.Gateway, env...)
 	return p, addr, err
 }
 
@@ -216,7 +271,8 @@ func (d *deployment) startNginx(ctx context.Context) {
 		}
 	}
 	if err == nil {
-		d.nginx, err = nginx.Start(nginx.Options{Binary: bin, Upstream: d.simAddrs[0], Sessions: d.simAddrs, WorkerProcesses: -1})
+		d.nginx, err = nginx.Start(nginx.Options{Binary: bin, Upstream: d.simAddrs[0], Sessions: d.simAddrs, WorkerProcesses: -1,
+			CertFile: d.cert.CertFile, KeyFile: d.cert.KeyFile, LeastConn: d.simAddrs[len(d.simAddrs)-2:]})
 	}
 	if err == nil {
 		d.nginxPIDs, err = d.nginxWorkers()
@@ -265,7 +321,8 @@ func (d *deployment) sampled(t *target) []int {
 func (d *deployment) targets() []target {
 	ts := []target{
 		{Target: scenario.Target{Name: "direct", Kind: scenario.Direct, URL: "http://" + d.simAddrs[0]}, pids: []int{d.sims[0].pid()}},
-		{Target: scenario.Target{Name: "gateway", Kind: scenario.Gateway, URL: "http://" + d.gwAddr}, pids: []int{d.gateway.pid()}},
+		{Target: scenario.Target{Name: "gateway", Kind: scenario.Gateway, URL: "http://" + d.gwAddr, TLSURL: "https://" + d.gwTLSAddr,
+			RoutedURL: "http://" + d.gwAddr}, pids: []int{d.gateway.pid()}},
 	}
 	rg := target{Target: scenario.Target{Name: redisTarget, Kind: scenario.Gateway}, skipped: d.redisSkipped, stateful: true}
 	if d.redisGw != nil {
@@ -273,7 +330,8 @@ func (d *deployment) targets() []target {
 	}
 	n := target{Target: scenario.Target{Name: "nginx", Kind: scenario.Proxy}, skipped: d.nginxSkipped}
 	if d.nginx != nil {
-		n.URL, n.SessionURL, n.pids = d.nginx.URL(), d.nginx.SessionsURL(), d.nginxPIDs
+		n.URL, n.SessionURL, n.TLSURL, n.RoutedURL = d.nginx.URL(), d.nginx.SessionsURL(), d.nginx.TLSURL(), d.nginx.LeastConnURL()
+		n.pids = d.nginxPIDs
 	}
 	for _, f := range d.floors {
 		only := floorScenarios
@@ -283,12 +341,12 @@ func (d *deployment) targets() []target {
 		ts = append(ts, target{Target: scenario.Target{Name: f.name, Kind: scenario.Gateway, URL: "http://" + f.addr},
 			pids: []int{f.p.pid()}, only: only})
 	}
-	return append(ts, rg, n)
+	return append(ts, d.tracedTargetOf(), rg, d.blobsTargetOf(), n)
 }
 
 // procs are the run's processes but nginx's, some of them nil.
 func (d *deployment) procs() []*proc {
-	ps := append([]*proc{d.gateway, d.redisGw}, d.sims...)
+	ps := append([]*proc{d.gateway, d.redisGw, d.blobsGw, d.tracedGw}, d.sims...)
 	for _, f := range d.floors {
 		ps = append(ps, f.p)
 	}
@@ -329,6 +387,8 @@ func (d *deployment) close(log io.Writer) {
 			fmt.Fprintf(log, "warning: %v\n", err)
 		}
 	}
+	d.stopJaeger(log)
+	d.stopS3(log)
 	if d.redisOwned {
 		if err := redistest.StopPort(redisPort); err != nil {
 			fmt.Fprintf(log, "warning: cannot stop the redis cluster: %v\n", err)
@@ -354,7 +414,12 @@ type target struct {
 
 // measures reports whether t is measured on sc.
 func (t *target) measures(sc *scenario.Scenario) bool {
-	if t.stateful && !sc.Stateful {
+	if t.stateful && !sc.Stateful || sc.StoreOnly && t.Kind != scenario.Gateway {
+		return false
+	}
+	// A target without the entry point a scenario needs is left out; a
+	// skipped one is listed with its reason.
+	if t.skipped == "" && (sc.TLS && t.TLSURL == "" || sc.Routed && t.RoutedURL == "") {
 		return false
 	}
 	return t.only == nil || slices.Contains(t.only, sc.Name)

@@ -45,6 +45,8 @@ func goals(run *report.Run, scs []scenario.Scenario) []goal {
 	return []goal{
 		throughputGoal(idx, "chat", "Chat plain, 64 connections: gateway req/s ≥ nginx's"),
 		throughputGoal(idx, "chat-stream", "Chat stream, 20 events, 64 connections: gateway req/s ≥ nginx's"),
+		throughputGoal(idx, "chat-tls", "Chat over TLS, kept alive, 64 connections: gateway req/s ≥ nginx's"),
+		throughputGoal(idx, "chat-tls-handshake", "Chat with a full TLS handshake per call, 64 connections: gateway req/s ≥ nginx's"),
 		addedLatencyGoal(idx),
 		peakRSSGoal(idx, scs),
 		idleGoal(run),

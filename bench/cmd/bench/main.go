@@ -41,6 +41,9 @@ type options struct {
 	noNginx   bool
 	noRedis   bool
 	noFloors  bool
+	tlsX25519 bool
+	noTracing bool
+	noS3      bool
 
 	pacedStreams    []int
 	pacedEvents     int
@@ -89,6 +92,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.noNginx, "no-nginx", false, "do not run nginx (the reference proxy)")
 	fs.BoolVar(&o.noFloors, "no-floors", false, "do not run the two Go relays of bench/cmd/floor on the chat scenarios\n(never run in quick mode)")
 	fs.BoolVar(&o.noRedis, "no-redis", false, "do not run the gateway on the redis engine (a Redis Cluster on 127.0.0.1:7191-7196)\nbeside the one on pebble in the stateful scenarios")
+	fs.BoolVar(&o.noS3, "no-s3", false, "do not run the gateway on the redis engine with the files' bytes in object storage\n"+
+		"(gateway-redis-s3: a versitygw of scripts/s3-server.sh on 127.0.0.1:7431) on the stateful scenarios")
+	fs.BoolVar(&o.noTracing, "no-tracing", false, "do not run the gateway with traces on (gateway-traced, exporting to a Jaeger\n"+
+		"of scripts/jaeger.sh on 127.0.0.1:14338-14342) beside the plain one on chat and chat-stream")
+	fs.BoolVar(&o.tlsX25519, "tls-x25519", false, "the TLS scenarios' client offers X25519 alone, the key exchange nginx's OpenSSL 3.0\n"+
+		"agrees on (Go's client otherwise also offers X25519MLKEM768, which the gateway picks)")
 	fs.StringVar(&pacedStreams, "paced-streams", "", "comma-separated concurrent streams of llm-streams, each lowered to what the open-files\nlimit allows (default: 200 quick, 2000,10000,20000 full)")
 	fs.IntVar(&o.pacedEvents, "paced-events", 0, "content deltas of each llm-streams stream (default: 20 quick, 100 full)")
 	fs.DurationVar(&o.pacedFirstEvent, "paced-first-event", 0, "pause before each llm-streams stream's first frame (default 300ms)")

@@ -156,8 +156,22 @@ func TestTargetMeasures(t *testing.T) {
 	if !slices.Contains(measured["nginx"], "llm-streams") || !slices.Contains(measured["direct"], "llm-streams") {
 		t.Fatalf("llm-streams not measured on nginx (%v) or direct (%v)", measured["nginx"], measured["direct"])
 	}
-	if len(measured["gateway"]) != len(scs) || len(measured["nginx"]) != len(scs) {
+	storeOnly := 0
+	for i := range scs {
+		if scs[i].StoreOnly {
+			storeOnly++
+			if slices.Contains(measured["nginx"], scs[i].Name) || slices.Contains(measured["direct"], scs[i].Name) {
+				t.Fatalf("%s measured on nginx or direct", scs[i].Name)
+			}
+		}
+	}
+	if len(measured["gateway"]) != len(scs) || len(measured["nginx"]) != len(scs)-storeOnly || storeOnly == 0 {
 		t.Fatalf("gateway on %v, nginx on %v", measured["gateway"], measured["nginx"])
+	}
+	for _, name := range []string{"files-upload-1kib", "files-upload-1mib"} {
+		if !slices.Contains(measured[redisTarget], name) || !slices.Contains(measured[blobsTarget], name) {
+			t.Fatalf("%s not measured on %s (%v) or %s (%v)", name, redisTarget, measured[redisTarget], blobsTarget, measured[blobsTarget])
+		}
 	}
 	for _, name := range measured[redisTarget] {
 		if sc, _ := scenario.Select(scs, []string{name}); !sc[0].Stateful {

@@ -51,6 +51,16 @@ func (r *runner) notes() []string {
 		"with the most streams open, less its RSS before its first paced stream of the run (a process keeps most memory it "+
 		"took, so the RSS before a later round is no base), over that count; CPU per event is the target's CPU time over the events received; "+
 		"an event's delay is its read time here less the send stamp the simulator put in it (same clock).")
+	curves := "Go's defaults (X25519MLKEM768 first, which the gateway picks; nginx's OpenSSL 3.0 picks X25519)"
+	if r.o.tlsX25519 {
+		curves = "X25519 alone (-tls-x25519), the key exchange of both proxies"
+	}
+	notes = append(notes, "TLS scenarios (chat-tls, chat-tls-handshake): the gateway's listen_tls and nginx's ssl listener "+
+		"present the run's self-signed ECDSA P-256 certificate; the load generator speaks TLS 1.3 with "+curves+
+		", and without a session cache, so every new connection is a full handshake, as Go's HTTP client by default.")
+	notes = append(notes, "gateway-traced (on chat and chat-stream) is the gateway with tracing: {sample_ratio: 1.0} exporting "+
+		"every call's spans over OTLP/HTTP to a real Jaeger (scripts/jaeger.sh, in-memory storage) on loopback; its CPU µs/req "+
+		"less the gateway's is what tracing adds per call. Jaeger's own CPU is not counted.")
 	notes = append(notes, "Idle streams: each target is measured once, not in rounds. A simulator notices a closed idle stream "+
 		"only at its next frame, so direct holds its streams at the second simulator process (a copy of the first), "+
 		"leaving the first, behind the proxies, room under the open-files limit.")
@@ -73,6 +83,14 @@ func (r *runner) notes() []string {
 		notes = append(notes, "gateway-redis is the same binary and config on the redis store engine (replicas: 1: each write "+
 			"waits for one replica), on a 6-node Redis Cluster (3 masters, 3 replicas, appendonly) of scripts/redis-cluster.sh "+
 			"on the same cores; measured in the scenarios that use the store only (responses-create, responses-retrieve, upload).")
+	}
+	if r.d.blobsSkipped != "" {
+		notes = append(notes, "gateway-redis-s3 skipped: "+r.d.blobsSkipped)
+	} else {
+		notes = append(notes, "gateway-redis-s3 is gateway-redis with store.blobs: the files' bytes in a bucket of a real S3 "+
+			"server (versitygw of scripts/s3-server.sh, posix backend, on 127.0.0.1:7431 and the same disk and cores), "+
+			"Redis keeping the files' records; measured in the scenarios that use the store only. "+
+			"files-upload-* are measured on the gateway's store engines alone: the simulator has no part in an upload.")
 	}
 	return notes
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -37,7 +38,10 @@ func runBench(ctx context.Context, o *options, log io.Writer) error {
 	}
 	defer d.close(log)
 	r := &runner{o: o, d: d, log: log, targets: d.targets(),
-		env: scenario.Env{Keys: scenario.DefaultKeys, Direct: "http://" + d.simAddrs[0]}}
+		env: scenario.Env{Keys: scenario.DefaultKeys, Direct: "http://" + d.simAddrs[0], TLS: d.cert.Client}}
+	for _, a := range d.simAddrs[len(d.simAddrs)-2:] {
+		r.env.Routed = append(r.env.Routed, "http://"+a)
+	}
 	run := &report.Run{
 		Title:   "Benchmark: gateway vs nginx vs the simulator directly",
 		Started: start,
@@ -122,6 +126,7 @@ func (r *runner) scenario(ctx context.Context, sc *scenario.Scenario) report.Sce
 		r.paced(ctx, sc, ready)
 		return out
 	}
+	r.restore(ctx, sc)
 	for _, p := range ready {
 		r.warmUp(ctx, sc, p)
 	}
@@ -164,11 +169,29 @@ func (r *runner) warmUp(ctx context.Context, sc *scenario.Scenario, p prepared) 
 
 // round measures one round of p, sampling its processes.
 func (r *runner) round(ctx context.Context, sc *scenario.Scenario, p prepared, round int) {
+	if sc.Slow != nil && p.t.Name == "gateway" {
+		// It would otherwise remember the deployment slowed in its last round.
+		if err := r.d.restartGateway(); err != nil {
+			fmt.Fprintf(r.log, "   %-14s round %d: cannot restart: %v\n", p.t.Name, round+1, err)
+			return
+		}
+		p.t.pids = []int{r.d.gateway.pid()}
+	}
 	s, err := load.StartSampler(0, r.d.sampled(p.t)...)
 	if err != nil {
 		fmt.Fprintf(r.log, "   %-14s cannot sample: %v\n", p.t.Name, err)
 	}
-	res, err := load.Run(ctx, p.spec, sc.Load)
+	o := sc.Load
+	if sc.Slow != nil {
+		o.ShiftAt = sc.Slow.At
+		o.Shift = func() {
+			if err := sc.Slow.SlowDown(ctx, &r.env, true); err != nil {
+				fmt.Fprintf(r.log, "   %-14s round %d: %v\n", p.t.Name, round+1, err)
+			}
+		}
+		defer r.restore(ctx, sc)
+	}
+	res, err := load.Run(ctx, p.spec, o)
 	if err != nil {
 		fmt.Fprintf(r.log, "   %-14s round %d: %v\n", p.t.Name, round+1, err)
 		if s != nil {
@@ -186,12 +209,27 @@ func (r *runner) round(ctx context.Context, sc *scenario.Scenario, p prepared, r
 	fmt.Fprintf(r.log, "   %-14s round %d: %s\n", p.t.Name, round+1, roundLine(&rd))
 }
 
+// restore undoes a scenario's slow-down: every round starts with the
+// deployments as fast as each other.
+func (r *runner) restore(ctx context.Context, sc *scenario.Scenario) {
+	if sc.Slow == nil {
+		return
+	}
+	if err := sc.Slow.SlowDown(ctx, &r.env, false); err != nil {
+		fmt.Fprintf(r.log, "   cannot restore the slowed deployment: %v\n", err)
+	}
+}
+
 func roundLine(rd *report.Round) string {
 	res := &rd.Result
 	line := fmt.Sprintf("%8.0f req/s  p50 %-8s p99 %-8s p99.9 %-8s", res.RPS,
 		report.FormatDuration(res.Latency.P50), report.FormatDuration(res.Latency.P99), report.FormatDuration(res.Latency.P999))
 	if u := rd.Usage; u != nil {
 		line += fmt.Sprintf("  cpu %5.1f µs/req  rss %5.1f MiB", u.CPUPerRequest(res.Requests), float64(u.RSSPeak)/(1<<20))
+	}
+	for _, name := range slices.Sorted(maps.Keys(res.Groups)) {
+		g := res.Groups[name]
+		line += fmt.Sprintf("  %s %d calls p99 ttfb %s", name, g.OK, report.FormatDuration(g.TTFB.P99))
 	}
 	if n := res.ErrorCount(); n > 0 {
 		line += fmt.Sprintf("  ERRORS %d of %d %v statuses %v", n, res.Requests, res.Errors, res.Statuses)
@@ -313,6 +351,22 @@ func (r *runner) freshGateway() error {
 			return err
 		}
 		if err := r.d.startRedisGateway(); err != nil {
+			return err
+		}
+	}
+	if r.d.blobsGw != nil {
+		if err := r.d.blobsGw.stop(); err != nil {
+			return err
+		}
+		if err := r.d.startBlobsGateway(); err != nil {
+			return err
+		}
+	}
+	if r.d.tracedGw != nil {
+		if err := r.d.tracedGw.stop(); err != nil {
+			return err
+		}
+		if err := r.d.startTracedGateway(); err != nil {
 			return err
 		}
 	}
