@@ -86,40 +86,45 @@ func finishFile(f *File, r io.Reader, maxSize int64) error {
 }
 
 // chunkPool holds chunk buffers; a buffer's capacity is the chunk size it was made for.
-var chunkPool sync.Pool
+// firstPool holds the smaller buffers a file's first bytes are read into (firstChunkSize).
+var chunkPool, firstPool sync.Pool
 
-// acquireChunk returns a chunk buffer of size bytes.
-func acquireChunk(size int) *[]byte {
-	if v, ok := chunkPool.Get().(*[]byte); ok && cap(*v) == size {
+// firstChunkSize is the buffer a file's first bytes are read into when chunks are larger: a
+// file that fits in it takes no whole chunk, so an upload of a small file holds 64 KiB, not a
+// chunk of object storage's part size (5 MiB by default), while it is written.
+const firstChunkSize = 64 << 10
+
+// acquireBuffer returns a buffer of size bytes from pool.
+func acquireBuffer(pool *sync.Pool, size int) *[]byte {
+	if v, ok := pool.Get().(*[]byte); ok && cap(*v) == size {
 		return v
 	}
 	buf := make([]byte, size)
 	return &buf
 }
 
+// acquireChunk returns a chunk buffer of size bytes.
+func acquireChunk(size int) *[]byte { return acquireBuffer(&chunkPool, size) }
+
 // writeChunks copies at most maxSize bytes of r into chunks of chunkSize bytes, hands each to
 // u.put in order, and returns their total; a longer body fails with ErrTooLarge. It reads at
 // most one byte past maxSize.
 //
-// The chunk buffer goes back to chunkPool unless a put failed: an engine may still read a
-// chunk whose put it gave up on. The Redis client keeps a command whose context ended queued,
-// and writes it when the connection lets it, reading the chunk then; reused meanwhile, the
-// buffer would hold another upload's bytes (see TestRedisPausedMasterUploads).
+// The buffers go back to their pools unless a put failed: an engine may still read a chunk
+// whose put it gave up on. The Redis client keeps a command whose context ended queued, and
+// writes it when the connection lets it, reading the chunk then; reused meanwhile, the buffer
+// would hold another upload's bytes (see TestRedisPausedMasterUploads).
 func writeChunks(u upload, r io.Reader, maxSize int64, chunkSize int) (int64, error) {
-	bufp := acquireChunk(chunkSize)
-	lent := false // a put failed: the engine may still read the buffer
-	defer func() {
-		if !lent {
-			chunkPool.Put(bufp)
-		}
-	}()
+	buf := chunkBuffer{size: chunkSize}
+	defer buf.release()
 	var size int64
 	for idx := uint32(0); ; idx++ {
-		want := int64(len(*bufp))
+		want := int64(chunkSize)
 		if left := maxSize - size; left < want {
 			want = left + 1 // one byte more tells a body of exactly maxSize bytes from a longer one
 		}
-		n, eof, err := fill(r, (*bufp)[:want])
+		chunk, eof, err := buf.fill(r, int(want))
+		n := len(chunk)
 		switch {
 		case err != nil:
 			return size, fmt.Errorf("cannot read file data: %w", err)
@@ -129,8 +134,8 @@ func writeChunks(u upload, r io.Reader, maxSize int64, chunkSize int) (int64, er
 			return size, fmt.Errorf("cannot put file: more than %d chunks: %w", uint64(math.MaxUint32), ErrTooLarge)
 		}
 		if n > 0 {
-			if err := u.put(idx, (*bufp)[:n]); err != nil {
-				lent = true
+			if err := u.put(idx, chunk); err != nil {
+				buf.lent = true
 				return size, err
 			}
 			size += int64(n)
@@ -138,6 +143,50 @@ func writeChunks(u upload, r io.Reader, maxSize int64, chunkSize int) (int64, er
 		if eof {
 			return size, nil
 		}
+	}
+}
+
+// chunkBuffer is writeChunks' buffer: the first bytes of a file go into one of
+// firstChunkSize, and a whole chunk is taken only when they overflow it.
+type chunkBuffer struct {
+	size       int     // the chunk size
+	first, big *[]byte // from firstPool and chunkPool; nil until needed
+	lent       bool    // a put failed: its engine may still read the buffers
+}
+
+// fill reads up to want bytes of r (see the package's fill) and returns them.
+func (c *chunkBuffer) fill(r io.Reader, want int) ([]byte, bool, error) {
+	if c.big == nil && c.size > firstChunkSize {
+		if c.first == nil {
+			c.first = acquireBuffer(&firstPool, firstChunkSize)
+		}
+		first := (*c.first)[:min(want, firstChunkSize)]
+		n, eof, err := fill(r, first)
+		if eof || err != nil || n == want {
+			return first[:n], eof, err
+		}
+		c.big = acquireChunk(c.size)
+		copy(*c.big, first)
+		m, eof, err := fill(r, (*c.big)[n:want])
+		return (*c.big)[:n+m], eof, err
+	}
+	if c.big == nil {
+		c.big = acquireChunk(c.size)
+	}
+	n, eof, err := fill(r, (*c.big)[:want])
+	return (*c.big)[:n], eof, err
+}
+
+// release returns the buffers to their pools unless a put failed.
+func (c *chunkBuffer) release() {
+	if c.lent {
+		return
+	}
+	if c.first != nil {
+		firstPool.Put(c.first)
+	}
+	if c.big != nil {
+		chunkPool.Put(c.big)
 	}
 }
 
