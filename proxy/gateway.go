@@ -325,7 +325,7 @@ func (g *Gateway) NewServer() *fasthttp.Server {
 		MaxRequestBodySize:           1 << 20,
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
-		ReadBufferSize:               8 << 10,
+		ReadBufferSize:               clientReadBuffer,
 		CloseOnShutdown:              true,
 		TCPKeepalive:                 true,
 		NoDefaultContentType:         true,
