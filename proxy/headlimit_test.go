@@ -3,8 +3,11 @@ package proxy
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/store"
 )
 
 // A request head up to clientReadBuffer is read; a larger one is answered
@@ -30,5 +33,22 @@ func TestRequestHeadLimit(t *testing.T) {
 	f(1<<10, 200)
 	f(clientReadBuffer-64, 200)
 	f(clientReadBuffer+512, 431)
-	f(6<<10, 431)
+}
+
+// The head of an alpha file listing by the most ids the interface allows,
+// percent-encoded as an SDK may send them, fits the read buffer with a
+// kilobyte and a half of headers beside it.
+func TestHundredIDsListHeadFits(t *testing.T) {
+	var line strings.Builder
+	line.WriteString("GET /alpha/some-group/v1/files?")
+	for i := range 100 {
+		if i > 0 {
+			line.WriteByte('&')
+		}
+		line.WriteString("ids%5B%5D=" + store.NewFileID(time.Now()))
+	}
+	line.WriteString(" HTTP/1.1\r\n")
+	if n := line.Len() + 1536; n > clientReadBuffer {
+		t.Fatalf("a listing of 100 ids takes a %d-byte head, more than the %d-byte read buffer", n, clientReadBuffer)
+	}
 }
