@@ -129,6 +129,9 @@ type clientConn struct {
 	// its idle deadline (the client is gone; one that stopped reading is
 	// not).
 	writeFailed atomic.Bool
+	// resume is the connection's state once served again after a stream
+	// written outside the server (see hijack.go).
+	resume resumeState
 }
 
 // heldCap bounds the bytes a connection holds back: an SSE relay's largest
@@ -289,6 +292,11 @@ func (c *clientConn) SetDeadline(t time.Time) error {
 // scanned, and if they hold the head's end already, and it is not CRLF CRLF
 // (see headScan), the read fails with errHeadEnd instead of waiting.
 func (c *clientConn) Read(p []byte) (int, error) {
+	if c.resume.on {
+		if n, ok, err := c.readResumed(p); ok {
+			return n, err
+		}
+	}
 	if c.raw != nil && !c.slow && !c.early && !c.draining && c.holding.Load() {
 		if n, ok, err := c.awaitNext(p); ok {
 			return c.took(p, n, err)

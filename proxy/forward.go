@@ -311,6 +311,9 @@ func (c *call) relay() {
 	}
 	c.done = true // ownership passes to the body stream: Close releases the call
 	c.g.streamStarted(c)
+	if c.hijackStream(size) {
+		return // written from a goroutine of its own: see hijack.go
+	}
 	out.SetBodyStream(c, size)
 }
 

@@ -74,6 +74,9 @@ type Gateway struct {
 	keys        *keys.Syncer
 	admin       *admin.API
 	adminTokens atomic.Pointer[admin.Tokens]
+	// streams are the client connections whose streams are written outside
+	// the server; see hijack.go.
+	streams streamConns
 }
 
 // New builds a gateway for cfg, which must have passed Validate.
@@ -312,7 +315,7 @@ func familyOfRequestLine(head []byte) family.Family {
 // streamed so that per-route limits apply before a body is held, and there is
 // no write timeout, which would cut long streams.
 func (g *Gateway) NewServer() *fasthttp.Server {
-	return &fasthttp.Server{
+	s := &fasthttp.Server{
 		Handler:                      g.Handler(),
 		ErrorHandler:                 g.requestError,
 		Name:                         "modelgate",
@@ -321,13 +324,15 @@ func (g *Gateway) NewServer() *fasthttp.Server {
 		MaxRequestBodySize:           1 << 20,
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
-		ReadBufferSize:               8 << 10,
+		ReadBufferSize:               clientReadBuffer,
 		CloseOnShutdown:              true,
 		TCPKeepalive:                 true,
 		NoDefaultContentType:         true,
 		SecureErrorLogMessage:        true, // and slogPrinter drops the texts anyway
 		Logger:                       slogPrinter{g.log},
 	}
+	g.streams.serveWith(s)
+	return s
 }
 
 func (g *Gateway) routes() *router.Router {

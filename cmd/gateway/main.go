@@ -387,6 +387,7 @@ func (r *running) wait(sigs <-chan os.Signal, o serveOptions) error {
 		select {
 		case err := <-r.served:
 			r.srv.Shutdown()
+			r.gw.WaitStreams(context.Background()) // as Shutdown waits for its requests
 			if r.admin != nil {
 				r.admin.Shutdown()
 			}
@@ -404,7 +405,7 @@ func (r *running) wait(sigs <-chan os.Signal, o serveOptions) error {
 			}
 			log.Info("shutting down", "signal", sig.String(), "grace", o.grace.String())
 			r.gw.Drain()
-			err := shutdown(r.srv, r.admin, o.grace, log)
+			err := shutdown(r.gw, r.srv, r.admin, o.grace, log)
 			flushTraces(r.gw, log)
 			r.stopJanitor()
 			r.gw.Close()
@@ -455,11 +456,15 @@ func listen(addr, adminAddr string) ([]net.Listener, error) {
 }
 
 // shutdown stops the client server: it accepts no more connections, and those
-// open get until grace to finish their requests and streams. Then the admin
-// server, which answered /readyz as not ready meanwhile, stops too.
-func shutdown(srv, admin *fasthttp.Server, grace time.Duration, log *slog.Logger) error {
+// open get until grace to finish their requests and streams (the streams gw
+// writes outside the server included). Then the admin server, which answered
+// /readyz as not ready meanwhile, stops too.
+func shutdown(gw *proxy.Gateway, srv, admin *fasthttp.Server, grace time.Duration, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	err := srv.ShutdownWithContext(ctx)
+	if err == nil {
+		err = gw.WaitStreams(ctx)
+	}
 	cancel()
 	if errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("grace period over: the requests still open are cut", "grace", grace.String())

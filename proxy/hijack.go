@@ -1,0 +1,455 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// A streamed SSE answer is written from a goroutine of its own once its head
+// is decided, not from inside fasthttp's serving of the connection.
+//
+// fasthttp writes a streamed body from the goroutine that serves the
+// connection, through the connection's write buffer (4 KiB), on a stack that
+// the handler has grown to 8 KiB by then: both are held for the whole
+// stream, seconds to minutes, for a few hundred bytes every few tens of
+// milliseconds. So the handler hijacks the connection instead
+// (HijackSetNoResponse): fasthttp lets go of the write buffer and the
+// goroutine, and runs the stream's heldStream.serve on a new goroutine,
+// whose stack starts small. serve writes the head fasthttp would have
+// written, byte for byte (its bytes built by fasthttp from the response,
+// with the answer's lines spliced in: see splice.go), then each relayed
+// write of events as one chunk, then the chunked body's end, each in one
+// write to the client's connection, whose idle write deadline, held tail and
+// client-gone watch work as they do for fasthttp's writes. The read buffer
+// and the RequestCtx stay with the hijacked connection until serve returns.
+//
+// Once the stream ends whole, the connection is served again
+// (Server.ServeConn, from serve's goroutine) unless it closes as fasthttp
+// would close it: the head said Connection: close, a write failed or the
+// relay failed, or the gateway is shutting down. A request the client sent
+// behind the stream's (pipelining) and that the server's reader already
+// holds is read first (see takeBuffered); else the next request's first
+// bytes are awaited as fasthttp awaits a kept-alive connection's, idle, and
+// closed quietly at the idle timeout or a shutdown (see awaitRequest). A
+// second stream on the connection hijacks it again: serve then returns,
+// and the RequestCtx and reader of the first go back to fasthttp.
+//
+// A shutdown waits for these streams as fasthttp's waits for the requests it
+// serves (Gateway.WaitStreams).
+
+// streamConns are the client connections whose streams are written outside
+// fasthttp's serving (see above): the server that serves each again once
+// its stream ends, and the count of those streams, which a shutdown waits
+// for. The zero value is ready; safe for concurrent use.
+type streamConns struct {
+	srv  atomic.Pointer[fasthttp.Server]
+	many atomic.Bool // more than one server: streams stay in fasthttp's hands
+
+	mu      sync.Mutex
+	open    int           // streams being written
+	idle    chan struct{} // closed once open is 0, while a shutdown waits
+	closing bool          // a shutdown waits: connections are not served again
+	// waiting are the connections whose next request is awaited after a
+	// stream (see awaitRequest); a shutdown closes them.
+	waiting map[*clientConn]struct{}
+}
+
+// serveWith notes the server that serves the gateway's client connections.
+// A gateway with more than one server writes its streams within fasthttp:
+// which one a connection came from is not known.
+func (s *streamConns) serveWith(srv *fasthttp.Server) {
+	if !s.srv.CompareAndSwap(nil, srv) {
+		s.many.Store(true)
+	}
+}
+
+// server returns the server that serves the client connections again, or
+// nil when streams are not hijacked.
+func (s *streamConns) server() *fasthttp.Server {
+	if s.many.Load() {
+		return nil
+	}
+	return s.srv.Load()
+}
+
+// begin counts a stream in, unless a shutdown waits.
+func (s *streamConns) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.open++
+	return true
+}
+
+// end counts a stream out, and reports whether its connection may be served
+// again.
+func (s *streamConns) end() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open--
+	if s.open == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+	return !s.closing
+}
+
+// wait serves no connection again once its stream ends, and waits until
+// no stream is written, or ctx is done.
+func (s *streamConns) wait(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for cc := range s.waiting {
+		cc.Close() // its awaitRequest fails
+	}
+	if s.open == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// awaitRequest waits, for the server's idle timeout at most, for the first
+// bytes of the client's next request after a stream, and reports whether
+// they came: they are then the first read of the connection served again.
+// fasthttp waits for a kept-alive connection's next request before it
+// counts the connection busy, so that a shutdown closes it while it idles,
+// and a client that leaves it gets no answer; it serves a connection given
+// to it as one whose first request is being read. So the wait is made here,
+// and a shutdown closes the connections waiting (see wait).
+func (s *streamConns) awaitRequest(cc *clientConn, srv *fasthttp.Server) bool {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return false
+	}
+	if s.waiting == nil {
+		s.waiting = make(map[*clientConn]struct{})
+	}
+	s.waiting[cc] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiting, cc)
+		s.mu.Unlock()
+	}()
+	idle := srv.IdleTimeout
+	if idle <= 0 {
+		idle = srv.ReadTimeout
+	}
+	if idle > 0 && cc.SetReadDeadline(time.Now().Add(idle)) != nil {
+		return false
+	}
+	return cc.readNext()
+}
+
+// WaitStreams is for a shutdown, after the server's: the streams written
+// outside the server (see hijack.go) are not the server's to wait for. It
+// waits until they end, or ctx is done, and their connections close after
+// them.
+func (g *Gateway) WaitStreams(ctx context.Context) error { return g.streams.wait(ctx) }
+
+// hijackStream has the streamed answer whose relay is ready written by a
+// heldStream (see above), and reports whether it will be; size is the
+// body's size as Stream gave it. Only an SSE stream over a client connection
+// of the gateway's listener is, to an HTTP/1.1 request other than HEAD,
+// while the gateway does not drain: the others are fasthttp's to write.
+func (c *call) hijackStream(size int) bool {
+	cc, ok := c.ctx.Conn().(*clientConn)
+	if !ok || size != -1 || !c.up.SSE() || c.ctx.IsHead() || !c.ctx.Request.Header.IsHTTP11() ||
+		c.g.obs.draining.Load() {
+		return false
+	}
+	srv := c.g.streams.server()
+	if srv == nil || !c.g.streams.begin() {
+		return false
+	}
+	hs := acquireHeldStream()
+	hs.c, hs.cc, hs.srv = c, cc, srv
+	hs.keep = c.streamHead(cc, hs)
+	hs.flushHead = c.ctx.Response.ImmediateHeaderFlush
+	c.ctx.HijackSetNoResponse(true)
+	c.ctx.Hijack(hs.run)
+	return true
+}
+
+// streamHead puts in hs.head the head fasthttp would write for the streamed
+// answer in the call's response, and reports whether the connection is kept
+// alive after it: fasthttp's choice, but for a shutdown, which hijackStream
+// left to fasthttp.
+func (c *call) streamHead(cc *clientConn, hs *heldStream) (keep bool) {
+	h := &c.ctx.Response.Header
+	keep = !c.ctx.Request.Header.ConnectionClose() && !h.ConnectionClose()
+	if !keep {
+		h.SetConnectionClose()
+	}
+	h.SetContentLength(-1) // chunked, as fasthttp writes a stream of unknown size
+	hs.head = splicePool.Get().(*[]byte)
+	*hs.head = cc.spliceHead(h.AppendBytes((*hs.head)[:0]))
+	return keep
+}
+
+// spliceHead puts the answer's lines in the place of the mark in head, the
+// bytes of a head fasthttp built, and forgets them (see splice.go).
+func (c *clientConn) spliceHead(head []byte) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.splice.state != spliceTaken {
+		return head
+	}
+	if i := bytes.Index(head, spliceLine); i >= 0 {
+		head = c.putLines(head, i)
+	}
+	c.dropSplice()
+	return head
+}
+
+// heldStream writes a hijacked stream (see above). It is the io.Writer the
+// relay writes its events to: each write leaves as one chunk. Pooled: taken
+// by hijackStream, put back by serve.
+type heldStream struct {
+	c         *call
+	cc        *clientConn
+	srv       *fasthttp.Server
+	head      *[]byte // the answer's head, until it is written (splicePool)
+	flushHead bool    // the head leaves at once, not with the first events
+	keep      bool    // the head did not say Connection: close
+	run       func(net.Conn)
+}
+
+var heldStreamPool sync.Pool
+
+func acquireHeldStream() *heldStream {
+	if hs, ok := heldStreamPool.Get().(*heldStream); ok {
+		return hs
+	}
+	hs := new(heldStream)
+	hs.run = hs.serve // made once: the hijack handler costs no closure a stream
+	return hs
+}
+
+// serve is the hijack handler: it writes the stream, ends the call, and
+// serves the connection again when it is kept alive. fasthttp closes the
+// connection once serve returns, and frees the request's reader and
+// RequestCtx: the connection is served again as a new clientConn (handOver),
+// and the one fasthttp closes no longer closes the socket, which may be
+// another stream's by then (a second stream hijacks it, and ServeConn
+// returns).
+func (hs *heldStream) serve(conn net.Conn) {
+	g := hs.c.g
+	whole := hs.relay()
+	keep, cc, srv := hs.keep && whole, hs.cc, hs.srv
+	hs.c, hs.cc, hs.srv = nil, nil, nil
+	heldStreamPool.Put(hs)
+	if !g.streams.end() || !keep || !cc.takeBuffered(conn) ||
+		len(cc.resume.pending) == 0 && !g.streams.awaitRequest(cc, srv) || g.obs.draining.Load() {
+		return
+	}
+	if next := cc.handOver(); next != nil {
+		srv.ServeConn(next) // it closes next, unless a stream hijacks it
+	}
+}
+
+// handOver returns a new clientConn for c's socket, to be served again with
+// the bytes of the next request c read, after it sent what it held back;
+// nil when that failed. c is left a shell whose Close does not close the
+// socket.
+func (c *clientConn) handOver() *clientConn {
+	if c.sendHeld() != nil {
+		return nil
+	}
+	n := &clientConn{Conn: c.Conn, idle: c.idle, raw: c.raw}
+	n.resume = resumeState{on: true, pending: c.resume.pending}
+	n.counted.Store(c.counted.Swap(false))
+	c.Conn, c.resume.pending = handedOver{c.Conn}, nil
+	return n
+}
+
+// handedOver is a socket that another clientConn serves now: closing the
+// one it was handed over from leaves it open.
+type handedOver struct{ net.Conn }
+
+func (handedOver) Close() error { return nil }
+
+// relay writes the head and the body, then ends the call, and reports
+// whether the stream was written whole. A panic in the relay ends the call
+// as fasthttp's recovery of a body stream's would, and the connection
+// closes.
+func (hs *heldStream) relay() (whole bool) {
+	c := hs.c
+	defer func() {
+		if v := recover(); v != nil {
+			c.g.log.Error("BUG: stream relay panicked", "panic", panicSummary(v))
+			whole = false
+		}
+		hs.dropHead()
+		c.Close()
+	}()
+	if hs.flushHead && hs.writeHead() != nil {
+		return false
+	}
+	if _, err := c.WriteTo(hs); err != nil {
+		return false
+	}
+	return hs.writeEnd() == nil
+}
+
+// chunkFraming is the most a chunk's framing takes: its size in hex, CRLF
+// after it and after the chunk.
+const chunkFraming = 16 + 4
+
+// Write writes p as one chunk, after the head when it has not left yet, in
+// one write to the client's connection.
+func (hs *heldStream) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil // an empty chunk would end the body
+	}
+	bp := heldPool.Get().(*[]byte)
+	defer heldPool.Put(bp)
+	b := (*bp)[:0]
+	if hs.head != nil {
+		if len(*hs.head)+len(p)+chunkFraming > cap(b) {
+			if err := hs.writeHead(); err != nil {
+				return 0, err
+			}
+		} else {
+			b = append(b, *hs.head...)
+			hs.dropHead()
+		}
+	}
+	b = strconv.AppendUint(b, uint64(len(p)), 16)
+	b = append(b, "\r\n"...)
+	b = append(b, p...)
+	b = append(b, "\r\n"...)
+	_, err := hs.cc.Write(b)
+	*bp = b[:0]
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// lastChunk ends a chunked body that has no trailer.
+var lastChunk = []byte("0\r\n\r\n")
+
+// writeEnd writes the chunked body's end, after the head when the stream
+// had no body.
+func (hs *heldStream) writeEnd() error {
+	if hs.head != nil {
+		*hs.head = append(*hs.head, lastChunk...)
+		return hs.writeHead()
+	}
+	_, err := hs.cc.Write(lastChunk)
+	return err
+}
+
+// writeHead writes the head alone.
+func (hs *heldStream) writeHead() error {
+	_, err := hs.cc.Write(*hs.head)
+	hs.dropHead()
+	return err
+}
+
+func (hs *heldStream) dropHead() {
+	if hs.head != nil {
+		*hs.head = (*hs.head)[:0]
+		splicePool.Put(hs.head)
+		hs.head = nil
+	}
+}
+
+// resumeState is a client connection's state once a stream written outside
+// the server ended and the server serves it again.
+type resumeState struct {
+	on      bool   // the connection was served again after a stream
+	noWait  bool   // a read returns errNoWait instead of reading the socket
+	pending []byte // bytes of the next request the server's reader held
+}
+
+// errNoWait ends a read that takeBuffered makes: the socket is not read.
+var errNoWait = errors.New("the connection is not read")
+
+// takeBuffered keeps, for the next reads of the connection, the bytes that
+// the hijacked connection's reader r (fasthttp's, with the request's head and
+// body read from it) holds past the stream's request: a request the client
+// pipelined behind it. It reports false when r failed (then the connection
+// closes).
+func (c *clientConn) takeBuffered(r net.Conn) bool {
+	c.resume.on, c.resume.noWait = true, true
+	defer func() { c.resume.noWait = false }()
+	if cap(c.resume.pending) < awaitedRead {
+		c.resume.pending = make([]byte, 0, awaitedRead) // once a connection
+	}
+	b := c.resume.pending[:0]
+	for {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, awaitedRead)
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		switch {
+		case err == errNoWait:
+			c.resume.pending = b
+			return true
+		case err != nil:
+			return false
+		}
+	}
+}
+
+// awaitedRead is how much of the next request awaitRequest reads.
+const awaitedRead = 1 << 10
+
+// readNext reads the first bytes of the client's next request into
+// resume.pending, after what is held back (the stream's end), and reports
+// whether any came. They are read again by the server, as new.
+func (c *clientConn) readNext() bool {
+	if cap(c.resume.pending) < awaitedRead {
+		c.resume.pending = make([]byte, 0, awaitedRead)
+	}
+	p := c.resume.pending[:awaitedRead]
+	n, _ := c.Read(p)
+	c.begun, c.headBytes = false, nil // the server's read of them begins the request
+	c.resume.pending = p[:n]
+	return n > 0
+}
+
+// readResumed is Read on a connection served again after a stream: the
+// bytes takeBuffered kept come first, after what is held back. ok is false
+// when the read is Read's to make.
+func (c *clientConn) readResumed(p []byte) (n int, ok bool, err error) {
+	if c.resume.noWait {
+		return 0, true, errNoWait
+	}
+	if len(c.resume.pending) == 0 {
+		return 0, false, nil
+	}
+	if err := c.sendHeld(); err != nil {
+		return 0, true, err
+	}
+	n = copy(p, c.resume.pending)
+	c.resume.pending = c.resume.pending[:copy(c.resume.pending, c.resume.pending[n:])]
+	n, err = c.took(p, n, nil)
+	return n, true, err
+}

@@ -1,0 +1,247 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// openStreams is how many streams the gateway writes outside its server.
+func (g *Gateway) openStreams() int {
+	g.streams.mu.Lock()
+	defer g.streams.mu.Unlock()
+	return g.streams.open
+}
+
+const pacedHeaders = "x-sim-events: 3\r\nx-sim-event-delay: 5ms\r\n"
+
+// readStream reads one answer from br and checks it is a whole stream.
+func readStream(t *testing.T, br *bufio.Reader, what string) *fasthttp.Response {
+	t.Helper()
+	resp := new(fasthttp.Response)
+	if err := resp.Read(br); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	body := resp.Body()
+	if resp.StatusCode() != 200 || !bytes.HasSuffix(body, []byte("data: [DONE]\n\n")) {
+		t.Fatalf("%s: status %d, body ending %q", what, resp.StatusCode(), body[max(len(body)-40, 0):])
+	}
+	return resp
+}
+
+// A stream is written outside the server (the server does not hold the
+// connection while it lasts), and an SDK's connection goes on after it: two
+// streams, then a plain call, on one kept-alive connection.
+func TestStreamsThenCallOnOneConnection(t *testing.T) {
+	e := newEnv(t, nil)
+	conn := dialGateway(t, e)
+	br := bufio.NewReader(conn)
+	stream := `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	for i := range 2 {
+		// The stream's first event waits for the client to see the head:
+		// the stream is open meanwhile.
+		io.WriteString(conn, rawChat(keyA, "x-sim-first-event: 300ms\r\n"+pacedHeaders, stream))
+		var resp fasthttp.Response
+		resp.StreamBody = true
+		if err := resp.Header.Read(br); err != nil {
+			t.Fatalf("stream %d head: %v", i, err)
+		}
+		if n := e.gw.openStreams(); n != 1 {
+			t.Fatalf("stream %d: %d streams written outside the server, want 1", i, n)
+		}
+		if !resp.Header.IsHTTP11() || resp.Header.ConnectionClose() || string(resp.Header.Peek("X-Request-Id")) == "" ||
+			string(resp.Header.Peek("Transfer-Encoding")) != "chunked" || string(resp.Header.Peek("X-Sim-Deployment")) == "" {
+			t.Fatalf("stream %d head:\n%s", i, resp.Header.Header())
+		}
+		resp.Header.Reset()
+		// The rest of the answer, read as a whole response from its head on.
+		rest := readChunkedBody(t, br)
+		if !bytes.HasSuffix(rest, []byte("data: [DONE]\n\n")) {
+			t.Fatalf("stream %d: body ending %q", i, rest[max(len(rest)-40, 0):])
+		}
+	}
+	io.WriteString(conn, rawChat(keyA, "", `{"model":"plain-model","messages":[{"role":"user","content":"hi"}]}`))
+	var resp fasthttp.Response
+	if err := resp.Read(br); err != nil || resp.StatusCode() != 200 || !bytes.Contains(resp.Body(), []byte(`"chat.completion"`)) {
+		t.Fatalf("plain call after two streams: %v %d %.200q", err, resp.StatusCode(), resp.Body())
+	}
+	if n := e.gw.openStreams(); n != 0 {
+		t.Fatalf("%d streams open after they ended", n)
+	}
+}
+
+// readChunkedBody reads a chunked body from br, as the bytes it carries.
+func readChunkedBody(t *testing.T, br *bufio.Reader) []byte {
+	t.Helper()
+	var resp fasthttp.Response
+	// A head of its own in front of the chunks makes them a response fasthttp reads.
+	r := io.MultiReader(strings.NewReader("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"), br)
+	if err := resp.Read(bufio.NewReader(&oneByteReader{r})); err != nil {
+		t.Fatal(err)
+	}
+	return resp.Body()
+}
+
+// oneByteReader reads one byte at a time, so that a bufio.Reader over it
+// reads nothing past what it is asked for.
+type oneByteReader struct{ r io.Reader }
+
+func (o *oneByteReader) Read(p []byte) (int, error) { return o.r.Read(p[:min(len(p), 1)]) }
+
+// The head and body the client gets from a stream written outside the
+// server are those fasthttp writes, byte for byte: the same stream through
+// a gateway with two servers, whose streams stay in fasthttp's hands, is
+// compared (the Date header apart).
+func TestHijackedStreamBytesAreFasthttps(t *testing.T) {
+	e := newEnv(t, nil)
+	hijacked := streamBytes(t, e.ln.Addr().String())
+	if n := e.gw.openStreams(); n != 0 {
+		t.Fatalf("%d streams open", n)
+	}
+	// A second server on the same gateway: streams are written by fasthttp.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := e.gw.NewServer()
+	go srv.Serve(e.gw.Listener(ln))
+	t.Cleanup(func() { srv.Shutdown() })
+	if e.gw.streams.server() != nil {
+		t.Fatal("a gateway with two servers hijacks its streams")
+	}
+	served := streamBytes(t, ln.Addr().String())
+	if hijacked != served {
+		t.Fatalf("hijacked:\n%q\nfasthttp's:\n%q", hijacked, served)
+	}
+}
+
+// The Date header and the simulator's cf-ray, which is random.
+var dateLine = regexp.MustCompile(`(?mi)^(Date|cf-ray): .*\r\n`)
+
+// streamBytes makes a stream call with Connection: close on a new
+// connection to addr and returns all it got, the Date header taken out.
+func streamBytes(t *testing.T, addr string) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	body := `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"same"}]}`
+	io.WriteString(conn, rawChat(keyA, "x-request-id: req-same\r\nConnection: close\r\n"+pacedHeaders, body))
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte("Connection: close\r\n")) || !bytes.HasSuffix(b, []byte("data: [DONE]\n\n\r\n0\r\n\r\n")) {
+		t.Fatalf("answer:\n%q", b)
+	}
+	// The simulator's ids and timestamps differ from call to call.
+	s := dateLine.ReplaceAllString(string(b), "")
+	return regexp.MustCompile(`"(id|created|system_fingerprint)":("[^"]*"|\d+)`).ReplaceAllString(s, "")
+}
+
+// A shutdown waits for the streams written outside the server, as the
+// server's own shutdown waits for the requests it serves, and their
+// connections close after them; past its context, it gives up.
+func TestShutdownWaitsForHijackedStreams(t *testing.T) {
+	e := newEnv(t, nil)
+	conn := dialGateway(t, e)
+	br := bufio.NewReader(conn)
+	body := `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	io.WriteString(conn, rawChat(keyA, "x-sim-first-event: 300ms\r\nx-sim-events: 3\r\nx-sim-event-delay: 500ms\r\n", body))
+	var resp fasthttp.Response
+	if err := resp.Header.Read(br); err != nil {
+		t.Fatal(err)
+	}
+	e.gw.Drain()
+	if err := e.srv.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	err := e.gw.WaitStreams(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitStreams with a stream open and its context done: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.gw.WaitStreams(context.Background()) }()
+	rest := readChunkedBody(t, br)
+	if !bytes.HasSuffix(rest, []byte("data: [DONE]\n\n")) {
+		t.Fatalf("the stream was cut: %q", rest)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, err := br.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("after the stream, in a shutdown: %d bytes, %v; want the connection closed", n, err)
+	}
+}
+
+// A connection served again after a stream that the client then leaves idle
+// past the idle timeout closes without an answer, as a kept-alive one does:
+// no 408 for a request nobody sent.
+func TestIdleAfterStreamClosesQuietly(t *testing.T) {
+	e := newEnv(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := New(e.cfg, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := gw.NewServer()
+	srv.ReadTimeout, srv.IdleTimeout = 500*time.Millisecond, 500*time.Millisecond
+	go srv.Serve(gw.Listener(ln))
+	t.Cleanup(func() { srv.Shutdown() })
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(conn)
+	body := `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	io.WriteString(conn, rawChat(keyA, pacedHeaders, body))
+	readStream(t, br, "stream")
+	b, err := io.ReadAll(br)
+	if len(b) != 0 || err != nil {
+		t.Fatalf("after the idle timeout: %q, %v; want the connection closed without an answer", b, err)
+	}
+}
+
+// A shutdown closes a connection whose next request is awaited after a
+// stream, as fasthttp's closes its idle connections, and does not wait for
+// its idle timeout.
+func TestShutdownClosesIdleAfterStream(t *testing.T) {
+	e := newEnv(t, nil)
+	conn := dialGateway(t, e)
+	br := bufio.NewReader(conn)
+	body := `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	io.WriteString(conn, rawChat(keyA, pacedHeaders, body))
+	readStream(t, br, "stream")
+	e.gw.Drain()
+	if err := e.srv.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.gw.WaitStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := br.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("after the shutdown: %d bytes, %v; want the connection closed", n, err)
+	}
+}
