@@ -205,7 +205,7 @@ var answerHeadSeeds = []string{
 	"HTTP/1.1 599 Whatever\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n",
 	"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
 	"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\nConnection: close\r\nContent-Type: text/x\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
-	// left to fasthttp, the last eight: what readAnswerHead does not read
+	// left to fasthttp, the last eight: what wire.ReadPlainHead does not read
 	"HTTP/1.1 204 No Content\r\n\r\n",
 	"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n",
 	"HTTP/1.1 200 OK\r\nx-a: 1\r\n folded\r\nContent-Length: 0\r\n\r\n",
