@@ -19,7 +19,8 @@
 // It does not own the configuration's types, loading and validation
 // (proxy/config), the families' native error shapes (proxy/family), the
 // deployments, their connections, health and the relay of answers and SSE
-// (proxy/upstream), body parsing (parse), the choice of a deployment for a
+// (proxy/upstream), the answers' HTTP/1.1 framing that the gateway reads
+// instead of fasthttp (proxy/upstream/wire), body parsing (parse), the choice of a deployment for a
 // session (affinity), the keys' rate limits and their counters
 // (proxy/ratelimit: proxy asks it before a call is routed and writes the
 // refusal), the callers' keys as records and the snapshot the request path

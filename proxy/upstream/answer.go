@@ -2,13 +2,13 @@ package upstream
 
 import (
 	"bufio"
-	"bytes"
-	"errors"
 	"io"
 	"net"
 	"sync"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy/upstream/wire"
 )
 
 // answerBody is a streamed answer's body, read from the connection's
@@ -47,18 +47,6 @@ type answerBody[C conn] struct {
 	isCut  bool
 }
 
-// The bounds on a chunk's size line, as fasthttp's own reader has them:
-// sizes of at most 15 hex digits; the line itself (extensions) is bounded
-// too, where fasthttp's is not.
-const (
-	maxChunkDigits = 15
-	maxSizeLine    = 4 << 10
-)
-
-var errBrokenChunk = errors.New("upstream: malformed chunked body")
-
-var crlf = []byte("\r\n")
-
 // Read reads the next bytes of the body.
 func (b *answerBody[C]) Read(p []byte) (int, error) {
 	switch {
@@ -93,7 +81,7 @@ func (b *answerBody[C]) Read(p []byte) (int, error) {
 // its data; the read that ends a chunk's data also reads its CRLF.
 func (b *answerBody[C]) readChunked(p []byte) (int, error) {
 	if b.left == 0 {
-		size, err := readChunkSize(b.br)
+		size, err := wire.ReadChunkSize(b.br)
 		if err != nil {
 			return 0, err
 		}
@@ -112,78 +100,9 @@ func (b *answerBody[C]) readChunked(p []byte) (int, error) {
 		return n, io.ErrUnexpectedEOF
 	}
 	if err == nil && b.left == 0 {
-		err = readCRLF(b.br)
+		err = wire.ReadCRLF(b.br)
 	}
 	return n, err
-}
-
-// readChunkSize reads a chunk's size line: hex digits, then optional blanks
-// and extensions, then CRLF.
-func readChunkSize(br *bufio.Reader) (int64, error) {
-	var size int64
-	digits, line := 0, 0
-	for {
-		c, err := br.ReadByte()
-		if err != nil {
-			return 0, chunkErr(err)
-		}
-		line++
-		if d, ok := hexDigit(c); ok && digits == line-1 {
-			if digits++; digits > maxChunkDigits {
-				return 0, errBrokenChunk
-			}
-			size = size<<4 | int64(d)
-			continue
-		}
-		switch {
-		case digits == 0 || c == '\n' || line > maxSizeLine:
-			return 0, errBrokenChunk
-		case c == '\r':
-			return size, readLF(br)
-		}
-	}
-}
-
-func readCRLF(br *bufio.Reader) error {
-	c, err := br.ReadByte()
-	if err != nil {
-		return chunkErr(err)
-	}
-	if c != '\r' {
-		return errBrokenChunk
-	}
-	return readLF(br)
-}
-
-func readLF(br *bufio.Reader) error {
-	c, err := br.ReadByte()
-	if err != nil {
-		return chunkErr(err)
-	}
-	if c != '\n' {
-		return errBrokenChunk
-	}
-	return nil
-}
-
-// chunkErr is err met inside a chunked body: its end is unexpected there.
-func chunkErr(err error) error {
-	if err == io.EOF {
-		return io.ErrUnexpectedEOF
-	}
-	return err
-}
-
-func hexDigit(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }
 
 // sseReaderSize is the buffer an event stream's body is read through once its
@@ -337,42 +256,5 @@ func (b *answerBody[C]) ready() bool {
 		return int64(n) < b.left || int64(n) >= b.left+2
 	}
 	p, _ := b.br.Peek(n) // n is buffered: does not wait
-	return chunkBuffered(p)
-}
-
-// chunkBuffered reports whether p starts with a whole chunk: its size line,
-// data and CRLF; for the final chunk, its size line and what is there of the
-// CRLF that ends the body without trailers. An upstream writes that CRLF with
-// the size line or right after it (fasthttp's server, as the simulator, in a
-// write of its own), so the relay waits for it with the stream's last events
-// instead of sending them and then the body's end apart: knowing they are
-// the last, it sends them and the end in one write (see Relay.SetTail). A
-// final chunk with trailers counts as not ready, as the relay would wait for
-// their end.
-func chunkBuffered(p []byte) bool {
-	size, i := 0, 0
-	for ; i < len(p); i++ {
-		d, ok := hexDigit(p[i])
-		if !ok {
-			break
-		}
-		if i >= 8 { // above any chunk the relay would gather
-			return false
-		}
-		size = size<<4 | int(d)
-	}
-	if i == 0 {
-		return false
-	}
-	for ; i < len(p) && p[i] != '\n'; i++ { // extensions, up to the CRLF
-	}
-	// p[i] is the size line's '\n'; then size bytes of data and CRLF.
-	if size == 0 {
-		if i >= len(p) {
-			return false
-		}
-		rest := p[i+1:]
-		return bytes.HasPrefix(crlf, rest[:min(len(rest), 2)])
-	}
-	return i < len(p) && len(p)-(i+1) >= size+2
+	return wire.ChunkBuffered(p)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/upstream/wire"
 )
 
 // The client gets the upstream's headers in the upstream's order, repeated
@@ -28,11 +29,11 @@ func TestBeginKeepsTheUpstreamOrder(t *testing.T) {
 	}
 	var out fasthttp.Response
 	out.Header.SetNoDefaultContentType(true)
-	if !r.head.read() {
+	if !r.head.Read() {
 		t.Fatal("the head was left to fasthttp")
 	}
 	r.Begin(&out)
-	if r.head.headLines != nil {
+	if r.head.Read() {
 		t.Error("the relay holds the head's lines after Begin: a stream would hold them while it lasts")
 	}
 	var got []string
@@ -58,7 +59,7 @@ func relayOf(tb testing.TB, head []byte, fast bool) (*Relay, int, error) {
 	tb.Helper()
 	r := &Relay{dep: unreachableDeployment("beta", config.Health{})}
 	br := bufio.NewReaderSize(bytes.NewReader(head), 4096)
-	var h *answerHead
+	var h *wire.Head
 	if fast {
 		h = &r.head
 	}
@@ -145,7 +146,7 @@ func sameAsFasthttp(t *testing.T, head []byte) (read bool) {
 	t.Helper()
 	fast, fastLeft, fastErr := relayOf(t, head, true)
 	slow, slowLeft, slowErr := relayOf(t, head, false)
-	read = fast.head.read()
+	read = fast.head.Read()
 	switch {
 	case read && slowErr != nil:
 		t.Fatalf("head %q: read, where fasthttp fails with %v", head, slowErr)
@@ -180,12 +181,12 @@ func TestAnswerHeadAsFasthttp(t *testing.T) {
 		sameAsFasthttp(t, []byte(head))
 	}
 	for fam, head := range answerHeads {
-		if r, _, _ := relayOf(t, []byte(head), true); !r.head.read() {
+		if r, _, _ := relayOf(t, []byte(head), true); !r.head.Read() {
 			t.Errorf("the %s provider's head is left to fasthttp", fam)
 		}
 	}
 	for _, head := range answerHeadSeeds[len(answerHeadSeeds)-8:] {
-		if r, _, _ := relayOf(t, []byte(head), true); r.head.read() {
+		if r, _, _ := relayOf(t, []byte(head), true); r.head.Read() {
 			t.Errorf("head %q: read, not left to fasthttp", head)
 		}
 	}
@@ -204,7 +205,7 @@ var answerHeadSeeds = []string{
 	"HTTP/1.1 599 Whatever\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n",
 	"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
 	"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\nConnection: close\r\nContent-Type: text/x\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
-	// left to fasthttp, the last eight: what readAnswerHead does not read
+	// left to fasthttp, the last eight: what wire.ReadPlainHead does not read
 	"HTTP/1.1 204 No Content\r\n\r\n",
 	"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n",
 	"HTTP/1.1 200 OK\r\nx-a: 1\r\n folded\r\nContent-Length: 0\r\n\r\n",

@@ -11,9 +11,11 @@
 // wait for one); the gateway writes requests itself (request.go), dials its
 // own connections with their deadlines and TLS (dial.go), and reads answers
 // itself where it can (transport.go): an answer's head when it is plainly
-// framed (answerhead.go, else fasthttp's public parser reads it) and a
-// streamed body from the connection's bufio.Reader (answer.go), so that a
-// streamed call allocates nothing and the relay sees what is already read.
+// framed (wire.ReadPlainHead, else fasthttp's public parser reads it) and a
+// streamed body from the connection's bufio.Reader (answer.go, its chunks'
+// framing read by package wire), so that a streamed call allocates nothing
+// and the relay sees what is already read. Package proxy/upstream/wire owns
+// that framing, and says where it reads answers differently from fasthttp.
 // Cancel ends a call's wait from another goroutine (cancel.go).
 //
 // And the relay of an answer back to the client (relay.go, stream.go):

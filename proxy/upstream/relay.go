@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/upstream/wire"
 )
 
 // Relay carries one upstream call of a client request and copies its answer
@@ -22,7 +23,7 @@ type Relay struct {
 	// Send), so an open stream does not hold it. head holds its header
 	// lines when the transport read them itself (see eachAnswerHeader).
 	resp fasthttp.Response
-	head answerHead
+	head wire.Head
 	dep  *Deployment
 	// wantStream: the caller asked for a streamed answer; loaded: Load read
 	// the answer whole (or it had no body) and the upstream side is done.
@@ -100,7 +101,7 @@ func (r *Relay) SetTail(t Tail) {
 func (r *Relay) Reset() {
 	r.endAhead()
 	r.resp.Reset()
-	r.head.reset()
+	r.head.Reset()
 	r.dep, r.stream, r.tap, r.tail = nil, nil, nil, nil
 	r.wantStream, r.loaded = false, false
 	r.sse, r.fixedSize, r.broken, r.responses = false, false, false, false
@@ -130,7 +131,7 @@ func (r *Relay) Send(dep *Deployment, req *Request, stream bool) error {
 	dep.Stats.attempts.Add(1)
 	dep.Budget.called(time.Now().Unix())
 	r.resp.Reset()     // no earlier call's connection is read by Stale
-	req.head = &r.head // readAnswerHead forgets an earlier call's head
+	req.head = &r.head // wire.ReadPlainHead forgets an earlier call's head
 	req.ttfb = &dep.ttfb
 	req.fresh, r.redial = r.redial, false
 	r.resp.StreamBody = stream || dep.loadsItself()
@@ -187,7 +188,7 @@ func (r *Relay) Begin(out *fasthttp.Response) int {
 	if hopByHop {
 		r.dropConnectionOptions(out)
 	}
-	r.head.reset() // the client's response has the headers now
+	r.head.Reset() // the client's response has the headers now
 	return status
 }
 
@@ -234,14 +235,14 @@ func (r *Relay) BeginLines(out *fasthttp.Response, lines, markName, markValue []
 	}
 	status = r.beginStatus(out)
 	start := len(lines)
-	if r.head.read() {
-		lines = r.head.appendLines(lines, out, set)
+	if r.head.Read() {
+		lines = appendHeadLines(lines, &r.head, out, set)
 	} else {
 		for name, value := range r.resp.Header.All() {
 			lines = appendLine(lines, name, value, out, set)
 		}
 	}
-	r.head.reset()
+	r.head.Reset()
 	if len(lines) == start {
 		return status, lines, false
 	}
@@ -271,29 +272,28 @@ func appendLine(lines, name, value []byte, out *fasthttp.Response, set *streamHe
 	return lines
 }
 
-// appendLines is appendLine over the head's headers. A line the upstream
+// appendHeadLines is appendLine over h's headers. A line the upstream
 // wrote as fasthttp writes one (a single space after the colon) is taken as
 // it is, with the lines next to it that are too: a provider's head goes in
 // a few copies, not four appends a header.
-func (h *answerHead) appendLines(lines []byte, out *fasthttp.Response, set *streamHeaders) []byte {
-	run := -1 // where the lines taken as they are start, when they do
-	for _, a := range h.at {
-		name := h.lines[a.name:a.colon]
-		plain := a.value == a.colon+2 && h.lines[a.colon+1] == ' '
-		if plain && !strippedResponseHeader(name) && !writtenApart(name) && (set == nil || !set.named(name)) {
+func appendHeadLines(lines []byte, h *wire.Head, out *fasthttp.Response, set *streamHeaders) []byte {
+	run := -1 // the first header of the lines taken as they are, when they are
+	for i := range h.Len() {
+		name, value := h.Header(i)
+		if h.Plain(i) && !strippedResponseHeader(name) && !writtenApart(name) && (set == nil || !set.named(name)) {
 			if run < 0 {
-				run = int(a.name)
+				run = i
 			}
 			continue
 		}
 		if run >= 0 {
-			lines = append(lines, h.lines[run:a.name]...)
+			lines = append(lines, h.Lines(run, i)...)
 			run = -1
 		}
-		lines = appendLine(lines, name, h.lines[a.value:a.end], out, set)
+		lines = appendLine(lines, name, value, out, set)
 	}
 	if run >= 0 {
-		lines = append(lines, h.lines[run:]...)
+		lines = append(lines, h.Lines(run, h.Len())...)
 	}
 	return lines
 }
@@ -385,11 +385,11 @@ func addAnswerHeader(out *fasthttp.Response, name, value []byte) bool {
 
 // eachAnswerHeader calls f with each of the answer's headers, as the
 // upstream named them, until f returns false: from the lines the transport
-// kept (see readAnswerHead), else from the header fasthttp's parser filled.
+// kept (see wire.ReadPlainHead), else from the header fasthttp's parser filled.
 func (r *Relay) eachAnswerHeader(f func(name, value []byte) bool) {
-	if r.head.read() {
-		for i := range r.head.at {
-			if !f(r.head.header(i)) {
+	if r.head.Read() {
+		for i := range r.head.Len() {
+			if !f(r.head.Header(i)) {
 				return
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/upstream/wire"
 )
 
 // Request is an upstream call's request as the gateway writes it: the head,
@@ -30,8 +31,8 @@ type Request struct {
 	req fasthttp.Request // what the client is given; see raw
 	raw raw
 	// head, set by Relay.Send for its call, is where the transport keeps
-	// the answer's header lines (see readAnswerHead).
-	head *answerHead
+	// the answer's header lines (see wire.ReadPlainHead).
+	head *wire.Head
 	// fresh, set by Relay.Send after Relay.Redial, has the transport write
 	// the request on a connection dialled for it, not on a pooled one.
 	fresh bool

@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy/upstream/wire"
 )
 
 // transport is each deployment's fasthttp.RoundTripper. fasthttp keeps the
 // connection pool (dialing, keep-alive reuse, idle timeout, the bound on
 // connections and the wait for one); the gateway writes the request, reads
 // the answer's header (itself when it is plainly framed, see
-// readAnswerHead, else with fasthttp's public parser), and reads a streamed
+// wire.ReadPlainHead, else with fasthttp's public parser), and reads a streamed
 // body itself from the connection's bufio.Reader (answerBody). So the relay
 // sees how much of the answer is already read (Buffered) without reaching
 // into fasthttp's private state, and a streamed call allocates nothing:
@@ -166,15 +168,15 @@ func writeRequest(hc *fasthttp.HostClient, c net.Conn, r *Request) error {
 
 // readHead reads the answer's header, past any 1xx ones, and tells whether
 // the answer has no body (HEAD, 204, 304, or a length of 0). A plainly
-// framed head is read into head when head is not nil (see readAnswerHead);
+// framed head is read into head when head is not nil (see wire.ReadPlainHead);
 // any other, by fasthttp's parser into resp's header.
-func readHead(br *bufio.Reader, headOnly bool, resp *fasthttp.Response, head *answerHead) (bool, error) {
+func readHead(br *bufio.Reader, headOnly bool, resp *fasthttp.Response, head *wire.Head) (bool, error) {
 	for range maxInterim + 1 {
 		resp.Header.Reset()                       // of an interim answer read before
 		resp.Header.DisableNormalizing()          // the provider's names go out as it sent them
 		resp.Header.SetNoDefaultContentType(true) // and no Content-Type it did not send
 		if head != nil {
-			switch read, err := readAnswerHead(br, resp, head); {
+			switch read, err := wire.ReadPlainHead(br, resp, head); {
 			case err != nil:
 				return false, err
 			case read:

@@ -1,4 +1,4 @@
-package upstream
+package wire
 
 import (
 	"bufio"
@@ -11,21 +11,23 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// answerHead holds the header lines of an answer that readAnswerHead read,
-// as the upstream sent them: the relay copies them to the client from here
-// (see Relay.Begin and Relay.eachAnswerHeader). A provider's answer carries about twenty
-// headers; fasthttp's parser copied and checked each into the answer's
-// header, and the relay then copied each again into the client's: 2.1 µs of
-// a chat call (BenchmarkAnswerHead). Read here, the head costs one scan and
-// one copy of its bytes, and the answer's header gets only what the
-// transport and the relay act on.
-type answerHead struct {
-	*headLines // from headLinesPool once readAnswerHead read the head; nil otherwise
+// Head holds the header lines of an answer that ReadPlainHead read, as the
+// upstream sent them: the relay copies them to the client from here (see
+// upstream's Relay.Begin and Relay.eachAnswerHeader). A provider's answer
+// carries about twenty headers; fasthttp's parser copied and checked each
+// into the answer's header, and the relay then copied each again into the
+// client's: 2.1 µs of a chat call (upstream's BenchmarkAnswerHead). Read
+// here, the head costs one scan and one copy of its bytes, and the answer's
+// header gets only what the transport and the relay act on.
+//
+// The zero value holds no head. Not safe for concurrent use.
+type Head struct {
+	*headLines // from headLinesPool once ReadPlainHead read the head; nil otherwise
 }
 
-// read reports whether readAnswerHead read the answer's head: its lines
-// hold the headers.
-func (h *answerHead) read() bool { return h.headLines != nil }
+// Read reports whether ReadPlainHead read the answer's head: its lines hold
+// the headers.
+func (h *Head) Read() bool { return h.headLines != nil }
 
 // headLines are the lines of a head and where its headers lie in them.
 type headLines struct {
@@ -35,14 +37,15 @@ type headLines struct {
 
 // headLinesPool holds the lines of the heads not being relayed: a relay
 // gives them back once the client's response has the headers (see
-// Relay.Begin), so that a stream does not hold them while it lasts.
+// upstream's Relay.Begin), so that a stream does not hold them while it
+// lasts.
 var headLinesPool = sync.Pool{New: func() any { return new(headLines) }}
 
 // headerAt is where a header's name and value lie in headLines.lines.
 type headerAt struct{ name, colon, value, end uint32 }
 
-// reset forgets the head and gives its lines back to the pool.
-func (h *answerHead) reset() {
+// Reset forgets the head and gives its lines back to the pool.
+func (h *Head) Reset() {
 	if h.headLines != nil {
 		h.lines, h.at = h.lines[:0], h.at[:0]
 		headLinesPool.Put(h.headLines)
@@ -50,13 +53,39 @@ func (h *answerHead) reset() {
 	}
 }
 
-// header returns the name and value of the i-th header.
-func (h *answerHead) header(i int) (name, value []byte) {
+// Len returns the number of headers of a head read, 0 of none.
+func (h *Head) Len() int {
+	if h.headLines == nil {
+		return 0
+	}
+	return len(h.at)
+}
+
+// Header returns the name and value of the i-th header; valid until Reset.
+func (h *Head) Header(i int) (name, value []byte) {
 	a := h.at[i]
 	return h.lines[a.name:a.colon], h.lines[a.value:a.end]
 }
 
-// readAnswerHead reads the head of an answer into resp and h when it is
+// Plain reports whether the i-th header's line is written as fasthttp
+// writes one: a single space between the colon and the value.
+func (h *Head) Plain(i int) bool {
+	a := h.at[i]
+	return a.value == a.colon+2 && h.lines[a.colon+1] == ' '
+}
+
+// Lines returns the lines of the headers from the i-th up to the j-th (j
+// excluded, Len for the last), as the upstream sent them, each with its
+// CRLF; valid until Reset.
+func (h *Head) Lines(i, j int) []byte {
+	end := len(h.lines)
+	if j < len(h.at) {
+		end = int(h.at[j].name)
+	}
+	return h.lines[h.at[i].name:end]
+}
+
+// ReadPlainHead reads the head of an answer into resp and h when it is
 // plainly framed and whole in br's buffer once its first byte came, and
 // reports whether it did; otherwise it reads nothing, and fasthttp's parser
 // reads the head as before. Plainly framed is a subset of what fasthttp accepts, read the
@@ -66,14 +95,15 @@ func (h *answerHead) header(i int) (name, value []byte) {
 // folded; one Content-Length of digits or one Transfer-Encoding: chunked,
 // not both; at most one Connection and one Content-Type; no Trailer. The
 // status, the framing, the content type and a Connection: close go into
-// resp's header, which readHead prepared; every line goes into h.
+// resp's header, which the caller prepared (reset, names not normalized,
+// no default content type: see upstream's readHead); every line goes into h.
 //
 // A failure to read the first byte is returned as fasthttp's parser returns
 // it: fasthttp.ErrTimeout for a timeout, io.EOF for anything else.
-func readAnswerHead(br *bufio.Reader, resp *fasthttp.Response, h *answerHead) (bool, error) {
-	h.reset()
+func ReadPlainHead(br *bufio.Reader, resp *fasthttp.Response, h *Head) (bool, error) {
+	h.Reset()
 	if _, err := br.Peek(1); err != nil {
-		if IsTimeout(err) {
+		if isTimeout(err) {
 			return false, fasthttp.ErrTimeout
 		}
 		return false, io.EOF
@@ -87,7 +117,7 @@ func readAnswerHead(br *bufio.Reader, resp *fasthttp.Response, h *answerHead) (b
 	var f answerFraming
 	end, ok := f.scan(buf, start, h)
 	if !ok {
-		h.reset()
+		h.Reset()
 		return false, nil // not plain, or not all here: fasthttp's parser reads it
 	}
 	h.lines = append(h.lines[:0], buf[start:end]...)
@@ -150,11 +180,11 @@ type answerFraming struct {
 }
 
 // scan checks the header lines of an answer that start at buf[start:] (see
-// readAnswerHead), finds its framing, and notes where each header lies in
+// ReadPlainHead), finds its framing, and notes where each header lies in
 // h.at, relative to start. It returns where the lines end, before the blank
 // line; false when they are not plain or not all in buf: fasthttp's parser
 // must read them.
-func (f *answerFraming) scan(buf []byte, start int, h *answerHead) (int, bool) {
+func (f *answerFraming) scan(buf []byte, start int, h *Head) (int, bool) {
 	h.at = h.at[:0]
 	off := start
 	for {
