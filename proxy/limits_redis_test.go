@@ -160,7 +160,8 @@ func TestRateLimitAcrossThreeNodes(t *testing.T) {
 	for i := range 90 {
 		status, body := gws[i%3].chat(keyA)
 		if want := map[bool]int{true: 200, false: 429}[i < 60]; status != want {
-			t.Fatalf("call %d on node %d: %d %s, want %d", i+1, i%3, status, body, want)
+			t.Fatalf("call %d on node %d: %d %s, want %d; the nodes' backend failures (a call admitted open is not counted in Redis):\n%s",
+				i+1, i%3, status, body, want, backendFailures(gws))
 		}
 	}
 	for i, g := range gws {
@@ -416,4 +417,18 @@ func TestRateLimitTokensAndModelsAcrossNodes(t *testing.T) {
 			t.Fatalf("the refusal does not name the model: %s", body)
 		}
 	}
+}
+
+// backendFailures returns the rate limiter's backend failure lines of each
+// node's metrics.
+func backendFailures(gws []*testEnv) string {
+	var b strings.Builder
+	for i, g := range gws {
+		for _, line := range strings.Split(g.metricsText(), "\n") {
+			if strings.HasPrefix(line, "gateway_ratelimit_backend_failures_total") {
+				fmt.Fprintf(&b, "node %d: %s\n", i, line)
+			}
+		}
+	}
+	return b.String()
 }
