@@ -21,7 +21,7 @@ func edgeCerts(cfg *config.Config, log *slog.Logger) (*edgetls.Certs, error) {
 	t := cfg.TLS
 	o := edgetls.Options{
 		CertFile: t.CertFile, KeyFile: t.KeyFile, ClientCAFile: t.ClientCAFile,
-		MinVersion: tls.VersionTLS12, HandshakeTimeout: t.HandshakeTimeout.D(), Log: log,
+		MinVersion: tls.VersionTLS12, HandshakeTimeout: t.HandshakeTimeout.D(), Curves: t.CurveIDs(), Log: log,
 	}
 	if t.MinVersion == "1.3" {
 		o.MinVersion = tls.VersionTLS13

@@ -311,3 +311,36 @@ func TestTLSClientCertStandsForKey(t *testing.T) {
 		t.Fatalf("a certificate no key names, alpha: %d %s", status, out)
 	}
 }
+
+// tls.curves reaches the listener in its order, and stays in force across a
+// SIGHUP: the certificate reload keeps it, and a changed list, like the rest
+// of tls, waits for a restart.
+func TestTLSCurvesAcrossReload(t *testing.T) {
+	ca := testca.New(t, "edge")
+	e := newTLSEnv(t, ca.Server(t, 90*24*time.Hour), ca, ", curves: [x25519, X25519MLKEM768]")
+	g := e.start()
+	addr := strings.TrimPrefix(tlsBase(t, g), "https://")
+	agreed := func() tls.CurveID {
+		t.Helper()
+		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().CurveID
+	}
+	if id := agreed(); id != tls.X25519 {
+		t.Fatalf("curves [x25519, X25519MLKEM768]: Go's client agreed on %v, want X25519", id)
+	}
+	b, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(e.cfgPath, []byte(strings.Replace(string(b), "curves: [x25519, X25519MLKEM768]", "curves: [X25519MLKEM768, x25519]", 1)), 0o600)
+	g.signal(syscall.SIGHUP)
+	g.stderr.waitFor(t, "listen_tls or tls changed")
+	g.stderr.waitFor(t, "tls certificate reloaded")
+	if id := agreed(); id != tls.X25519 {
+		t.Fatalf("after SIGHUP: %v, want X25519 still", id)
+	}
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -23,6 +24,54 @@ type ListenerTLS struct {
 	// HandshakeTimeout bounds a client's TLS handshake: a hello that stalls,
 	// junk or plaintext is closed within it; default 10s.
 	HandshakeTimeout Duration `yaml:"handshake_timeout"`
+	// Curves are the key exchanges the listener accepts, in the server's
+	// order of preference (names of CurveNames); absent: Go's default,
+	// post-quantum hybrid first.
+	Curves []string `yaml:"curves"`
+}
+
+// CurveNames are the key exchange names tls.curves accepts, in any case: the
+// lowercase spellings first (the ones error messages list), then the names
+// Go's tls.CurveID prints and OpenSSL's.
+var CurveNames = []struct {
+	Name string
+	ID   tls.CurveID
+}{
+	{"x25519mlkem768", tls.X25519MLKEM768}, {"secp256r1mlkem768", tls.SecP256r1MLKEM768},
+	{"secp384r1mlkem1024", tls.SecP384r1MLKEM1024}, {"x25519", tls.X25519},
+	{"p256", tls.CurveP256}, {"p384", tls.CurveP384}, {"p521", tls.CurveP521},
+	{"curvep256", tls.CurveP256}, {"curvep384", tls.CurveP384}, {"curvep521", tls.CurveP521},
+	{"p-256", tls.CurveP256}, {"p-384", tls.CurveP384}, {"p-521", tls.CurveP521},
+	{"secp256r1", tls.CurveP256}, {"secp384r1", tls.CurveP384}, {"secp521r1", tls.CurveP521},
+	{"prime256v1", tls.CurveP256},
+}
+
+// knownCurves lists the lowercase names, for error messages.
+const knownCurves = "x25519mlkem768, secp256r1mlkem768, secp384r1mlkem1024, x25519, p256, p384, p521"
+
+// CurveID returns the key exchange of name, in any case; false when unknown.
+func CurveID(name string) (tls.CurveID, bool) {
+	for _, c := range CurveNames {
+		if strings.EqualFold(name, c.Name) {
+			return c.ID, true
+		}
+	}
+	return 0, false
+}
+
+// CurveIDs returns the key exchanges of Curves in their order; nil when
+// Curves is absent (Go's default). The config must be valid.
+func (t *ListenerTLS) CurveIDs() []tls.CurveID {
+	if t.Curves == nil {
+		return nil
+	}
+	ids := make([]tls.CurveID, 0, len(t.Curves))
+	for _, n := range t.Curves {
+		if id, ok := CurveID(n); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // UpstreamTLS is the TLS toward an https deployment: a private CA, a server
@@ -88,6 +137,42 @@ func (p *problems) listenerTLS(t *ListenerTLS) {
 	}
 	if t.HandshakeTimeout < 0 {
 		p.add("tls.handshake_timeout", "must be positive")
+	}
+	p.curves(t)
+}
+
+// curves checks tls.curves: known names, none twice, not empty, and one a
+// TLS 1.2 client can use when min_version lets it in.
+func (p *problems) curves(t *ListenerTLS) {
+	if t.Curves == nil {
+		return
+	}
+	if len(t.Curves) == 0 {
+		p.add("tls.curves", "empty: list at least one key exchange, or leave curves out for Go's default")
+		return
+	}
+	seen := map[tls.CurveID]int{}
+	classical := false
+	for i, n := range t.Curves {
+		f := fmt.Sprintf("tls.curves[%d]", i)
+		id, ok := CurveID(n)
+		if !ok {
+			p.add(f, "unknown key exchange %q; known: %s", n, knownCurves)
+			continue
+		}
+		if j, dup := seen[id]; dup {
+			p.add(f, "%q is tls.curves[%d] again", n, j)
+			continue
+		}
+		seen[id] = i
+		switch id {
+		case tls.X25519MLKEM768, tls.SecP256r1MLKEM768, tls.SecP384r1MLKEM1024:
+		default:
+			classical = true
+		}
+	}
+	if len(seen) == len(t.Curves) && !classical && t.MinVersion == "1.2" {
+		p.add("tls.curves", "only post-quantum hybrids, which TLS 1.2 cannot use: add x25519 or p256, or set min_version: \"1.3\"")
 	}
 }
 

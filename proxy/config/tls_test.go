@@ -1,8 +1,10 @@
 package config
 
 import (
+	"crypto/tls"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,7 @@ func TestParseConfigListenTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ListenerTLS{CertFile: "c.pem", KeyFile: "k.pem", ClientAuth: "none", MinVersion: "1.2", HandshakeTimeout: Duration(10 * time.Second)}
-	if cfg.Listen != ListenOff || cfg.ListenTLS != "0.0.0.0:8443" || *cfg.TLS != want {
+	if cfg.Listen != ListenOff || cfg.ListenTLS != "0.0.0.0:8443" || !reflect.DeepEqual(*cfg.TLS, want) || cfg.TLS.CurveIDs() != nil {
 		t.Fatalf("listen %q listen_tls %q tls %+v", cfg.Listen, cfg.ListenTLS, cfg.TLS)
 	}
 }
@@ -42,6 +44,55 @@ func TestListenTLSValidationNamesField(t *testing.T) {
 	f("listen_tls: :8443\ntls: {cert_file: c, key_file: k, client_auth: require}\n", "tls.client_ca_file")
 	f("listen_tls: :8443\ntls: {cert_file: c, key_file: k, min_version: \"1.1\"}\n", "tls.min_version")
 	f("listen_tls: :8443\ntls: {cert_file: c, key_file: k, ciphers: [a]}\n", "tls.ciphers")
+}
+
+// tls.curves takes the names Go prints and the common spellings, in any case,
+// and keeps their order.
+func TestParseConfigTLSCurves(t *testing.T) {
+	y := minimalConfig + "listen_tls: :8443\ntls: {cert_file: c, key_file: k, curves: [X25519, x25519mlkem768, P-256, CurveP384, secp521r1, prime256v1x]}\n"
+	if _, err := Parse([]byte(y), tlsEnv); err == nil || !strings.Contains(err.Error(), `tls.curves[5]: unknown key exchange "prime256v1x"; known: x25519mlkem768, `) {
+		t.Fatalf("error %v", err)
+	}
+	y = strings.Replace(y, ", prime256v1x", "", 1)
+	cfg, err := Parse([]byte(y), tlsEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []tls.CurveID{tls.X25519, tls.X25519MLKEM768, tls.CurveP256, tls.CurveP384, tls.CurveP521}
+	if got := cfg.TLS.CurveIDs(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("curves %v, want %v", got, want)
+	}
+	for _, c := range CurveNames {
+		if id, ok := CurveID(strings.ToUpper(c.Name)); !ok || id != c.ID {
+			t.Errorf("%s: %v %v", c.Name, id, ok)
+		}
+		if id, ok := CurveID(c.ID.String()); !ok || id != c.ID {
+			t.Errorf("%s as Go prints it (%s): %v %v", c.Name, c.ID, id, ok)
+		}
+	}
+}
+
+// Each mistake of tls.curves is named by its path.
+func TestTLSCurvesValidation(t *testing.T) {
+	f := func(tlsExtra, wantErr string) {
+		t.Helper()
+		_, err := Parse([]byte(minimalConfig+"listen_tls: :8443\ntls: {cert_file: c, key_file: k"+tlsExtra+"}\n"), tlsEnv)
+		if wantErr == "" {
+			if err != nil {
+				t.Fatalf("%s: %v", tlsExtra, err)
+			}
+			return
+		}
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("%s: error %v, want %q", tlsExtra, err, wantErr)
+		}
+	}
+	f(", curves: [x25519, x448]", `tls.curves[1]: unknown key exchange "x448"; known: x25519mlkem768, secp256r1mlkem768, secp384r1mlkem1024, x25519, p256, p384, p521`)
+	f(", curves: [p256, x25519, P-256]", `tls.curves[2]: "P-256" is tls.curves[0] again`)
+	f(", curves: []", "tls.curves: empty")
+	f(", curves: [x25519mlkem768]", "tls.curves: only post-quantum hybrids, which TLS 1.2 cannot use")
+	f(", curves: [x25519mlkem768], min_version: \"1.3\"", "")
+	f(", curves: [x25519mlkem768, x25519]", "")
 }
 
 // An upstream's tls is for https only, and its files must load.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -29,8 +30,13 @@ type Options struct {
 	// HandshakeTimeout bounds a client's handshake from its first byte; zero:
 	// DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
-	Log              *slog.Logger // nil: slog.Default()
-	Now              func() time.Time
+	// Curves are the key exchanges accepted, in the server's order of
+	// preference: a handshake takes the first the client supports (see
+	// Certs.Config); nil: Go's defaults and order (post-quantum hybrids
+	// first).
+	Curves []tls.CurveID
+	Log    *slog.Logger // nil: slog.Default()
+	Now    func() time.Time
 }
 
 // DefaultHandshakeTimeout bounds a client's handshake unless Options say
@@ -54,7 +60,9 @@ type Certs struct {
 
 // loaded is one reading of the files.
 type loaded struct {
-	conf     *tls.Config
+	conf *tls.Config
+	// byCurve[i] is conf limited to the key exchange Options.Curves[i].
+	byCurve  []*tls.Config
 	leaf     *x509.Certificate
 	notAfter time.Time
 }
@@ -102,13 +110,21 @@ func (c *Certs) load() (*loaded, error) {
 		MinVersion:   c.o.MinVersion,
 		NextProtos:   []string{"http/1.1"},
 		ClientAuth:   c.o.ClientAuth,
+		// Without a choice the handshake fails on no key exchange in common.
+		CurvePreferences: c.o.Curves,
 	}
 	if c.o.ClientAuth != tls.NoClientCert {
 		if conf.ClientCAs, err = readPool(c.o.ClientCAFile); err != nil {
 			return nil, fmt.Errorf("tls.client_ca_file: %w", err)
 		}
 	}
-	return &loaded{conf: conf, leaf: cert.Leaf, notAfter: cert.Leaf.NotAfter}, nil
+	l := &loaded{conf: conf, leaf: cert.Leaf, notAfter: cert.Leaf.NotAfter}
+	for _, id := range c.o.Curves {
+		one := conf.Clone()
+		one.CurvePreferences = []tls.CurveID{id}
+		l.byCurve = append(l.byCurve, one)
+	}
+	return l, nil
 }
 
 func readPool(path string) (*x509.CertPool, error) {
@@ -126,12 +142,40 @@ func readPool(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-func (c *Certs) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
-	return c.cur.Load().conf, nil
+func (c *Certs) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+	l := c.cur.Load()
+	if len(l.byCurve) == 0 {
+		return l.conf, nil
+	}
+	// Go's server takes CurvePreferences as a set and picks from it in its
+	// own order (post-quantum hybrids first), so the operator's order is
+	// kept by handing the handshake its first choice alone.
+	tls13 := slices.Contains(hello.SupportedVersions, tls.VersionTLS13)
+	for i, id := range c.o.Curves {
+		if !tls13 && isTLS13Only(id) {
+			continue
+		}
+		if slices.Contains(hello.SupportedCurves, id) {
+			return l.byCurve[i], nil
+		}
+	}
+	return l.conf, nil
+}
+
+// isTLS13Only reports whether the key exchange id is one that TLS 1.2
+// cannot use: a post-quantum hybrid.
+func isTLS13Only(id tls.CurveID) bool {
+	switch id {
+	case tls.X25519MLKEM768, tls.SecP256r1MLKEM768, tls.SecP384r1MLKEM1024:
+		return true
+	}
+	return false
 }
 
 // Config returns the server configuration of the listener: each handshake
-// takes the certificate and client CA in force when it starts.
+// takes the certificate and client CA in force when it starts, and the first
+// key exchange of Options.Curves that the client supports (with TLS 1.2, the
+// first that is not a post-quantum hybrid).
 func (c *Certs) Config() *tls.Config { return c.base }
 
 // Reload reads the files again and, when they make a valid pair (and client

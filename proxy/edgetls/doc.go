@@ -1,6 +1,7 @@
 // Package edgetls owns the TLS of the client listener: the certificate and
-// key, the client CA, their reload without a dropped connection, the bound on
-// a client's handshake, and the watch on the certificate's expiry.
+// key, the client CA, their reload without a dropped connection, the key
+// exchanges accepted in the operator's order, the bound on a client's
+// handshake, and the watch on the certificate's expiry.
 //
 // It wraps a listener's connections in TLS and nothing more: what the gateway
 // does with a client's connection (write idleness, held answers, head checks:
