@@ -62,6 +62,7 @@ type Gateway struct {
 	router *router.Router
 	obs    *observer
 	limits *ratelimit.Limiter
+	spend  spending // money budgets; see spend.go
 	// bodiesHeld is the request body bytes reserved by calls in flight; see
 	// reserveBody.
 	bodiesHeld atomic.Int64
@@ -83,6 +84,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.limits = newLimiter(opts.Store, g.now)
 	g.observe()
+	g.setupSpend(opts.Store)
 	g.setupKeys(opts.Store)
 	if err := g.Reload(cfg); err != nil {
 		return nil, err
@@ -107,6 +109,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	}
 	g.state.Store(st)
 	g.adminTokens.Store(admin.NewTokens(cfg.Admin.Tokens))
+	g.updateSpend(cfg)
 	g.keys.SetSeed(cfg.Keys) // and the keys' limits, through keysSwapped
 	for _, d := range st.deps {
 		d.StartProbes()
