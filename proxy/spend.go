@@ -260,6 +260,7 @@ func (g *Gateway) settleSpend(c *call) {
 	if p != nil && !p.Zero() {
 		c.spent = c.cost(p)
 	}
+	c.reserved = c.hold.Reserved()
 	g.spend.ledger.Settle(&c.hold, c.spent)
 	if c.spent > 0 {
 		g.spend.meter.Add(c.keyID, c.model.id, c.spent)
@@ -311,11 +312,12 @@ func (c *call) estimatedTokens(u *parse.Usage) (in, out int64) {
 	return in, max(u.Output, out)
 }
 
-// appendSpendAttr appends the access log's cost of the call, in USD, for a
-// call that cost something or whose key has a budget.
+// appendSpendAttr appends the access log's cost of the call and what it
+// reserved, in USD, for a call that cost something or whose key has a budget.
 func appendSpendAttr(a []slog.Attr, c *call) []slog.Attr {
 	if c.spent <= 0 && !c.g.spend.ledger.Applies(c.keyID) {
 		return a
 	}
-	return append(a, slog.String("cost_usd", config.USD(c.spent).String()))
+	return append(a, slog.String("cost_usd", config.USD(c.spent).String()),
+		slog.String("reserved_usd", config.USD(c.reserved).String()))
 }
