@@ -1,8 +1,14 @@
 package proxy
 
 import (
+	"cmp"
+	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/config"
@@ -320,4 +326,61 @@ func appendSpendAttr(a []slog.Attr, c *call) []slog.Attr {
 	}
 	return append(a, slog.String("cost_usd", config.USD(c.spent).String()),
 		slog.String("reserved_usd", config.USD(c.reserved).String()))
+}
+
+// budgetsPath is the admin API's read of the budgets: spent and remaining
+// per key and per named budget, in the current period.
+const budgetsPath = "/admin/v1/budgets"
+
+// budgetView is one budget as the admin API and the status page show it;
+// amounts are exact decimal strings of USD.
+type budgetView struct {
+	Key         string `json:"key,omitempty"`
+	Budget      string `json:"budget,omitempty"`
+	Period      string `json:"period"`
+	PeriodStart string `json:"period_start"`
+	Limit       string `json:"limit_usd"`
+	Spent       string `json:"spent_usd"`
+	Reserved    string `json:"reserved_usd"`
+	Remaining   string `json:"remaining_usd"`
+	Refused     uint64 `json:"refused"`
+}
+
+// budgetViews returns every budget in force, keys' own first, by name.
+func (g *Gateway) budgetViews() []budgetView {
+	lines := g.spend.ledger.Report()
+	out := make([]budgetView, 0, len(lines))
+	for i := range lines {
+		ln := &lines[i]
+		v := budgetView{Period: ln.Period.String(), PeriodStart: time.Unix(ln.Start, 0).UTC().Format(time.RFC3339),
+			Limit: config.USD(ln.Limit).String(), Spent: config.USD(ln.Spent).String(),
+			Reserved: config.USD(ln.Reserved).String(), Remaining: config.USD(ln.Remaining()).String(), Refused: ln.Refused}
+		if ln.Own {
+			v.Key = ln.Name
+		} else {
+			v.Budget = ln.Name
+		}
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b budgetView) int {
+		return cmp.Or(cmp.Compare(a.Budget, b.Budget), cmp.Compare(a.Key, b.Key))
+	})
+	return out
+}
+
+// serveBudgets answers GET /admin/v1/budgets, with an admin token as the
+// keys' API: {"budgets": [...]}. With Redis, the levels are the shared
+// ledger as this node last saw it.
+func (g *Gateway) serveBudgets(ctx *fasthttp.RequestCtx) {
+	if _, ok := g.adminTokens.Load().Verify(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)); !ok {
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="admin"`)
+		ctx.Error("unauthorized: the admin API needs an admin token (Authorization: Bearer <token>)\n", fasthttp.StatusUnauthorized)
+		return
+	}
+	b, _ := json.Marshal(struct {
+		Budgets []budgetView `json:"budgets"`
+	}{g.budgetViews()})
+	ctx.SetContentType("application/json")
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ctx.SetBody(append(b, '\n'))
 }

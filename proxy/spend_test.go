@@ -10,8 +10,10 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
+	"github.com/valyala/fasthttp"
 	"google.golang.org/genai"
 
+	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/spend"
 )
 
@@ -267,5 +269,48 @@ func TestSpendRefusalShapes(t *testing.T) {
 	}
 	if ln := e.budgetLine(); ln.Spent != 0 || ln.Reserved != 0 || ln.Refused != 6 {
 		t.Fatalf("budget after refusals: %+v", ln)
+	}
+}
+
+// The admin API and the status page show each budget's spend and what is
+// left; the admin API wants an admin token.
+func TestBudgetAdminAndStatus(t *testing.T) {
+	e := newEnv(t, func(y string) string {
+		y = withBudget("{usd: 2.5, period: week}")(y)
+		y = strings.Replace(y, "{id: team-b, sha256: ", "{id: team-b, budgets: [ops], sha256: ", 1)
+		return y + "budgets:\n  - {name: ops, usd: 7, period: month}\nadmin:\n  tokens: [{id: ops, key: " + adminToken + "}]\n"
+	})
+	if status, body := e.chat(keyA); status != 200 {
+		t.Fatalf("%d %s", status, body)
+	}
+	ln := e.budgetLine()
+	get := func(token string) (int, []byte) {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetRequestURI("/admin/v1/budgets")
+		if token != "" {
+			ctx.Request.Header.Set("Authorization", "Bearer "+token)
+		}
+		e.gw.AdminHandler()(&ctx)
+		return ctx.Response.StatusCode(), ctx.Response.Body()
+	}
+	if status, _ := get(""); status != 401 {
+		t.Fatalf("without a token: %d", status)
+	}
+	status, body := get(adminToken)
+	var got struct{ Budgets []budgetView }
+	if err := json.Unmarshal(body, &got); status != 200 || err != nil || len(got.Budgets) != 2 {
+		t.Fatalf("%d %s %v", status, body, err)
+	}
+	a, ops := got.Budgets[0], got.Budgets[1]
+	if a.Key != "team-a" || a.Period != "week" || a.Limit != "2.5" || a.Spent != config.USD(ln.Spent).String() ||
+		a.Remaining != config.USD(25e11-ln.Spent).String() || ln.Spent == 0 {
+		t.Errorf("team-a: %+v (ledger %+v)", a, ln)
+	}
+	if ops.Budget != "ops" || ops.Limit != "7" || ops.Spent != "0" || ops.Remaining != "7" {
+		t.Errorf("ops: %+v", ops)
+	}
+	_, _, page := adminGet(e.gw, "/status")
+	if !strings.Contains(string(page), `<td class="num">`+a.Spent+`</td>`) || !strings.Contains(string(page), "key team-a") {
+		t.Errorf("the status page lacks team-a's spend %s", a.Spent)
 	}
 }
