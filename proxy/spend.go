@@ -136,10 +136,11 @@ func (c *call) prices() *spend.Prices {
 }
 
 // reserveSpend reserves the call's estimated cost of its key's budgets,
-// answering a refusal itself.
+// answering a refusal itself. A call that makes no model generate (a
+// retrieve, an input tokens count) costs nothing and reserves nothing.
 func (c *call) reserveSpend() bool {
 	l := c.g.spend.ledger
-	if !l.Applies(c.keyID) {
+	if !generates[c.ep] || !l.Applies(c.keyID) {
 		return true
 	}
 	v := l.Reserve(c.keyID, c.estimatedCost(), &c.hold)

@@ -258,14 +258,18 @@ func TestSpendRefusalShapes(t *testing.T) {
 	if status, body := e.chat(keyB); status != 200 {
 		t.Fatalf("a key without a budget: %d %s", status, body)
 	}
+	// A call that makes no model generate costs nothing: no budget refuses it.
+	if status, _, body := e.do("POST", "/v1/router/beta/v1/responses/input_tokens", bearer(keyA), `{"model":"chat-model","input":"hi"}`); status != 200 {
+		t.Fatalf("input tokens count: %d %s", status, body)
+	}
 	// The SDKs read the refusals as their quota errors and do not retry.
 	_, err := e.openai(keyA).Chat.Completions.New(context.Background(), chatParams("chat-model"))
 	var oe *openai.Error
 	if !errors.As(err, &oe) || oe.StatusCode != 429 || oe.Code != "insufficient_quota" {
 		t.Fatalf("openai-go: %v", err)
 	}
-	if n := len(e.received()); n != 1 {
-		t.Fatalf("the providers saw %d calls, want the one of team-b", n)
+	if n := len(e.received()); n != 2 {
+		t.Fatalf("the providers saw %d calls, want team-b's and the input tokens count", n)
 	}
 	if ln := e.budgetLine(); ln.Spent != 0 || ln.Reserved != 0 || ln.Refused != 6 {
 		t.Fatalf("budget after refusals: %+v", ln)
