@@ -63,7 +63,10 @@ models:
 }
 
 // budgetCall is one kind of call of the test: every family, plain and
-// streamed, each with an output maximum, as clients under a budget send.
+// streamed, each with an output maximum, as clients under a budget send. The
+// simulator does not cut its answers at the maximum, as providers do: the
+// maxima are above what it answers (gamma's image is 1290 tokens), so that
+// each reservation bounds its call's cost, as it does with a provider.
 type budgetCall struct {
 	path, body string
 	gamma      bool
@@ -78,7 +81,7 @@ var budgetCalls = []budgetCall{
 	{path: "/v1/router/alpha/v1/messages", body: `{"model":"chat-model","max_tokens":400,"messages":[{"role":"user","content":"hi"}]}`},
 	{path: "/v1/router/alpha/v1/messages", body: `{"model":"chat-model","max_tokens":400,"stream":true,"messages":[{"role":"user","content":"hi"}]}`},
 	{path: "/v1/router/gamma/v1beta/models/image-model:generateContent", gamma: true,
-		body: `{"contents":[{"role":"user","parts":[{"text":"a cat"}]}],"generationConfig":{"responseModalities":["IMAGE"],"maxOutputTokens":400}}`},
+		body: `{"contents":[{"role":"user","parts":[{"text":"a cat"}]}],"generationConfig":{"responseModalities":["IMAGE"],"maxOutputTokens":2000}}`},
 }
 
 // send makes one call and reads its answer whole; it returns the status.
