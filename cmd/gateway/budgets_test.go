@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -197,10 +198,10 @@ func TestBudgetThreeNodes(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	var settled, overshoot int64
+	settled, overshoot := int64(0), int64(math.MinInt64)
 	for i := range cost {
 		settled += cost[i]
-		if reserved[i] > 0 || cost[i] > 0 {
+		if reserved[i] > 0 || cost[i] > 0 { // admitted: refused calls reserve and cost nothing
 			overshoot = max(overshoot, cost[i]-reserved[i])
 		}
 	}
@@ -218,7 +219,7 @@ func TestBudgetThreeNodes(t *testing.T) {
 		}
 	}
 	limit := pico(t, budget)
-	t.Logf("budget $%s, settled $%.6f over %d calls (%d admitted, %d refused), largest overshoot of one call $%.6f",
+	t.Logf("budget $%s, settled $%.6f over %d calls (%d admitted, %d refused), largest overshoot of one call (cost - reserved) $%.6f",
 		budget, float64(settled)/1e12, calls, admitted, refused, float64(overshoot)/1e12)
 	if ledger != settled {
 		t.Errorf("the shared ledger holds %d pico-USD, the access lines add up to %d", ledger, settled)
