@@ -1,12 +1,16 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
@@ -316,5 +320,42 @@ func TestBudgetAdminAndStatus(t *testing.T) {
 	_, _, page := adminGet(e.gw, "/status")
 	if !strings.Contains(string(page), `<td class="num">`+a.Spent+`</td>`) || !strings.Contains(string(page), "key team-a") {
 		t.Errorf("the status page lacks team-a's spend %s", a.Spent)
+	}
+}
+
+// A stream its client leaves mid-way is settled: its reservation released,
+// the estimate of what it used charged (the input the provider reported and
+// one token per event relayed, at least).
+func TestSpendClientGoneMidStream(t *testing.T) {
+	e := newEnv(t, withBudget("{usd: 1000, period: month}"))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(30 * time.Second)) // a safety net
+	body := `{"model":"chat-model","max_tokens":500,"stream":true,"messages":[{"role":"user","content":"x"}]}`
+	fmt.Fprintf(conn, "POST /v1/router/alpha/v1/messages HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\n"+
+		"X-Sim-Event-Delay: 200ms\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", keyA, len(body), body)
+	r := bufio.NewReader(conn)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			break
+		}
+	}
+	if ln := e.budgetLine(); ln.Reserved == 0 {
+		t.Fatalf("the stream holds no reservation: %+v", ln)
+	}
+	conn.Close()
+	var ln spend.Line
+	eventually(t, "the stream's reservation is settled", func() bool {
+		ln = e.budgetLine()
+		return ln.Reserved == 0
+	})
+	if ln.Spent < 3_000_000 { // at least one input token at $3 per million
+		t.Fatalf("the stream cut short was charged %d pico-USD", ln.Spent)
 	}
 }
