@@ -124,12 +124,13 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	return nil
 }
 
-// Close stops the gateway's background work, the deployments' health probes;
-// calls under way are not affected. Reload must not be called after.
+// Close stops the gateway's background work, the deployments' health probes,
+// and sends the budgets' queued settlements; calls under way are not affected. Reload must not be called after.
 func (g *Gateway) Close() {
 	for _, d := range g.state.Load().deps {
 		d.StopProbes()
 	}
+	g.spend.ledger.Flush() // the budgets' settlements not yet sent: spend.go
 }
 
 // sharedStore is a store on a Redis Cluster (store.Redis, store.LazyRedis):

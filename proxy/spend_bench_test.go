@@ -46,7 +46,10 @@ func BenchmarkBudgets(b *testing.B) {
 		}
 		b.Cleanup(func() { rs.Close() })
 		h := withBenchBudget(b, newHotBenchWith(b, Options{Store: rs}))
+		before := h.gw.spend.ledger.RoundTrips()
 		h.proxied(b, hotBody)
+		b.ReportMetric(float64(h.gw.spend.ledger.RoundTrips()-before)/float64(b.N), "redis-calls/op")
+		h.gw.spend.ledger.Flush()
 		if lines := h.gw.spend.ledger.Report(); len(lines) != 2 || lines[0].Spent == 0 {
 			b.Fatalf("nothing spent: %+v", lines)
 		}

@@ -206,16 +206,19 @@ func TestBudgetThreeNodes(t *testing.T) {
 		}
 	}
 	// A call that cannot fit reads the shared ledger: node A's metrics then
-	// hold what every node settled.
+	// hold what every node settled, once the nodes sent their settlements
+	// (each within 20 ms of its last call).
 	huge := budgetCall{path: budgetCalls[0].path, body: `{"model":"chat-model","max_tokens":100000000,"messages":[{"role":"user","content":"hi"}]}`}
-	if status, err := huge.send(nodes[0].base, keyA); err != nil || status != 429 {
-		t.Fatalf("a call past any budget: %d %v", status, err)
-	}
-	_, _, metrics := do(t, "GET", nodes[0].admin+"/metrics", "", nil, "")
 	var ledger int64 = -1
-	for _, line := range strings.Split(metrics, "\n") {
-		if v, ok := strings.CutPrefix(line, `gateway_budget_spent_usd{budget="team"} `); ok {
-			ledger = pico(t, v)
+	for deadline := time.Now().Add(10 * time.Second); ledger != settled && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if status, err := huge.send(nodes[0].base, keyA); err != nil || status != 429 {
+			t.Fatalf("a call past any budget: %d %v", status, err)
+		}
+		_, _, metrics := do(t, "GET", nodes[0].admin+"/metrics", "", nil, "")
+		for _, line := range strings.Split(metrics, "\n") {
+			if v, ok := strings.CutPrefix(line, `gateway_budget_spent_usd{budget="team"} `); ok {
+				ledger = pico(t, v)
+			}
 		}
 	}
 	limit := pico(t, budget)

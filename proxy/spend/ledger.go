@@ -45,7 +45,7 @@ type Ledger struct {
 	failOpen atomic.Bool
 	// failures counts the reservations made without the shared ledger, by
 	// outcome: [0] admitted (fail open), [1] refused (fail closed); lost the
-	// settlements that could not be recorded.
+	// round trips of settlements that failed (they are sent again).
 	failures [2]atomic.Uint64
 	lost     atomic.Uint64
 	calls    atomic.Uint64

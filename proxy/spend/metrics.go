@@ -20,7 +20,7 @@ import (
 //	gateway_budget_spent_usd{key|budget}              gauge: settled spend of the current period
 //	gateway_budget_reserved_usd{key|budget}           gauge: reserved by calls in flight
 //	gateway_budget_refusals_total{key|budget}         counter: calls refused by the budget
-//	gateway_budget_backend_failures_total{outcome}    counter: reservations made without Redis (open, closed), settlements lost
+//	gateway_budget_backend_failures_total{outcome}    counter: reservations made without Redis (open, closed), failed settlement round trips (lost)
 //
 // With Redis, the levels are the shared ledger as this node last saw it.
 func (l *Ledger) WritePrometheus(w io.Writer) {
@@ -53,7 +53,7 @@ func (l *Ledger) WritePrometheus(w io.Writer) {
 			b = append(b, '\n')
 		}
 	}
-	b = promtext.AppendMetadata(b, "gateway_budget_backend_failures_total", "counter", "budget reservations made without the shared ledger, by outcome of the fail mode, and settlements it did not record (lost)")
+	b = promtext.AppendMetadata(b, "gateway_budget_backend_failures_total", "counter", "budget reservations made without the shared ledger, by outcome of the fail mode, and round trips of settlements that failed (lost: sent again, may count twice)")
 	for i, o := range [...]string{"open", "closed", "lost"} {
 		n := l.lost.Load()
 		if i < 2 {
