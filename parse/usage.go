@@ -9,7 +9,10 @@ import (
 // Found is set when any usage object was read.
 type Usage struct {
 	Input, Output, Cached, Reasoning int64
-	Found                            bool
+	// CacheWrite is the input written to the prompt cache, which alpha
+	// counts apart from its input (cache_creation_input_tokens).
+	CacheWrite int64
+	Found      bool
 }
 
 // maxUsageObject bounds the usage object UsageScanner captures; providers'
@@ -237,7 +240,7 @@ func (s *UsageScanner) release() {
 // input (prompt_tokens, input_tokens, promptTokenCount), output
 // (completion_tokens, output_tokens, candidatesTokenCount), cached
 // (cache_read_input_tokens, cachedContentTokenCount, and cached_tokens in
-// the input details) and reasoning (thoughtsTokenCount, and
+// the input details), cache writes (cache_creation_input_tokens) and reasoning (thoughtsTokenCount, and
 // reasoning_tokens in the output details). Other members are skipped; a
 // broken object is read as far as it goes. It does not allocate.
 func ReadUsage(obj []byte, u *Usage) { readUsage(obj, u) }
@@ -261,6 +264,8 @@ func readUsage(obj []byte, u *Usage) int {
 			setCount(&u.Output, val)
 		case "cache_read_input_tokens", "cachedContentTokenCount":
 			setCount(&u.Cached, val)
+		case "cache_creation_input_tokens":
+			setCount(&u.CacheWrite, val)
 		case "thoughtsTokenCount":
 			setCount(&u.Reasoning, val)
 		case "prompt_tokens_details", "input_tokens_details":

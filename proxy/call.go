@@ -15,6 +15,7 @@ import (
 	"github.com/modelgate/gateway/proxy/keys"
 	"github.com/modelgate/gateway/proxy/ratelimit"
 	"github.com/modelgate/gateway/proxy/rawio"
+	"github.com/modelgate/gateway/proxy/spend"
 	"github.com/modelgate/gateway/proxy/trace"
 	"github.com/modelgate/gateway/proxy/upstream"
 	"github.com/modelgate/gateway/store"
@@ -104,6 +105,10 @@ type call struct {
 
 	// ticket is the call's hold on its key's rate limits; see limits.go.
 	ticket ratelimit.Ticket
+	// hold is the call's reservation of its key's budgets; spent its cost
+	// and reserved what it had reserved, once settled (pico-USD); see spend.go.
+	hold            spend.Hold
+	spent, reserved int64
 	// sent: the call was sent upstream; reached: its last send may have
 	// reached the provider (see chargedTokens).
 	sent, reached bool

@@ -30,10 +30,10 @@ type Options struct {
 	// every gateway on the store; nil serves the config's keys alone.
 	// cmd/gateway passes its store's engine.
 	Keys store.KeyStore
-	// Limits says where the keys' rate limits keep their buckets: the zero
-	// value in memory, per gateway; cmd/gateway names the Redis store's
-	// cluster (Redis, KeyPrefix), shared by every gateway on it. A nil Now
-	// is the gateway's.
+	// Limits says where the keys' rate limits keep their buckets, and the
+	// budgets their ledger: the zero value in memory, per gateway;
+	// cmd/gateway names the Redis store's cluster (Redis, KeyPrefix), shared
+	// by every gateway on it. A nil Now is the gateway's.
 	Limits ratelimit.Options
 	// Verifier replaces the callers' keys (the config's and the store's) as the
 	// identity component.
@@ -66,6 +66,7 @@ type Gateway struct {
 	router *router.Router
 	obs    *observer
 	limits *ratelimit.Limiter
+	spend  spending // money budgets; see spend.go
 	// bodiesHeld is the request body bytes reserved by calls in flight; see
 	// reserveBody.
 	bodiesHeld atomic.Int64
@@ -90,6 +91,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.limits = newLimiter(opts.Limits, g.now)
 	g.observe()
+	g.setupSpend(opts.Limits)
 	g.setupKeys(opts.Keys)
 	if err := g.Reload(cfg); err != nil {
 		return nil, err
@@ -114,6 +116,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	}
 	g.state.Store(st)
 	g.adminTokens.Store(admin.NewTokens(cfg.Admin.Tokens))
+	g.updateSpend(cfg)
 	g.keys.SetSeed(cfg.Keys) // and the keys' limits, through keysSwapped
 	for _, d := range st.deps {
 		d.StartProbes()
@@ -128,12 +131,13 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	return nil
 }
 
-// Close stops the gateway's background work, the deployments' health probes;
-// calls under way are not affected. Reload must not be called after.
+// Close stops the gateway's background work, the deployments' health probes,
+// and sends the budgets' queued settlements; calls under way are not affected. Reload must not be called after.
 func (g *Gateway) Close() {
 	for _, d := range g.state.Load().deps {
 		d.StopProbes()
 	}
+	g.spend.ledger.Flush() // the budgets' settlements not yet sent: spend.go
 }
 
 // newLimiter keeps the keys' rate limits where opts says, on the gateway's

@@ -24,7 +24,7 @@ func (c *call) admit() bool {
 	}
 	v := c.g.limits.Admit(c.keyID, model, &c.ticket)
 	if v.Admitted() {
-		return true
+		return c.reserveSpend() // the key's money budgets: spend.go
 	}
 	c.refuseLimit(&v)
 	return false
@@ -45,10 +45,10 @@ func (g *Gateway) settleLimits(c *call) {
 }
 
 // chargesTokens reports whether the call's tokens are charged: to its key's
-// tokens limit (a money budget would be another reason). It is the one
+// tokens limit, or to its key's money budgets (spend.go). It is the one
 // predicate behind what charging needs: reading the answer's usage, asking a
 // chat stream for it (asksUsage), and estimating usage that never came.
-func (c *call) chargesTokens() bool { return c.ticket.CountsTokens() }
+func (c *call) chargesTokens() bool { return c.ticket.CountsTokens() || c.hold.Held() }
 
 // asksUsage reports whether the call's request must ask its provider for the
 // usage of its stream: a beta chat stream whose tokens are charged and whose

@@ -193,6 +193,7 @@ func (g *Gateway) streamStarted(c *call) {
 func (g *Gateway) finish(c *call) {
 	c.noteClientGone()
 	g.settleLimits(c)
+	g.settleSpend(c) // the key's money budgets: spend.go
 	o := g.obs
 	now := time.Now()
 	status, bytesIn, bytesOut := c.outcome()
@@ -306,6 +307,7 @@ func (o *observer) logAccess(c *call, status int, now time.Time, bytesIn, bytesO
 		a = append(a, slog.Int("attempts", c.attempts), slog.Int("stale_retries", c.up.StaleRetries))
 	}
 	a = appendUsageAttrs(a, c.up.Usage())
+	a = appendSpendAttr(a, c)
 	if c.reason != "" {
 		a = append(a, slog.String("reason", c.reason))
 	}

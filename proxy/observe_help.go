@@ -26,6 +26,7 @@ var metricHelp = map[string]string{
 	"gateway_client_connections_refused_total": "Client connections closed at once to keep file descriptors for upstream dials.",
 	"gateway_upstream_connections":             "Upstream connections open now, from dial to close.",
 	"gateway_admin_key_changes_total":          "Changes of callers' keys made through the admin API, by action.",
+	"gateway_spend_usd_total":                  "Cost of the calls in USD, at the configured prices, by caller key id and configured model.",
 
 	"go_sched_latencies_seconds":          "Time goroutines spent runnable before running.",
 	"go_mutex_wait_seconds_total":         "Time goroutines spent blocked on a sync.Mutex or sync.RWMutex.",

@@ -55,12 +55,14 @@ func (g *Gateway) AdminHandler() fasthttp.RequestHandler {
 			if g.adminAllowed(ctx) {
 				g.statusPage(ctx)
 			}
+		case budgetsPath: // spend.go
+			g.serveBudgets(ctx)
 		case healthzPath:
 			g.healthz(ctx)
 		case readyzPath:
 			g.readyz(ctx)
 		default:
-			ctx.Error("not found: the admin listener serves /status, /metrics, /healthz, /readyz and /admin/v1/keys\n", fasthttp.StatusNotFound)
+			ctx.Error("not found: the admin listener serves /status, /metrics, /healthz, /readyz, /admin/v1/keys and /admin/v1/budgets\n", fasthttp.StatusNotFound)
 		}
 	}
 }

@@ -70,6 +70,7 @@ type statusView struct {
 	KeySync                       string
 	Deployments                   []depView
 	Ready                         string
+	Budgets                       []budgetView // spend.go
 }
 
 type depView struct {
@@ -98,7 +99,7 @@ func (g *Gateway) statusView(now time.Time) *statusView {
 		Now: now.UTC().Format(time.RFC3339), Version: g.opts.Version, Store: g.storeState(&r),
 		ConfigID: st.fingerprint, Loaded: st.loaded.UTC().Format(time.RFC3339),
 		Models: len(st.models), Keys: g.keys.Load().Len(), Ready: string(ready),
-		KeySync: g.keysStatus(),
+		KeySync: g.keysStatus(), Budgets: g.budgetViews(),
 	}
 	deps := make([]*upstream.Deployment, 0, len(st.deps))
 	counts := make(map[string][numClasses]uint64, len(st.deps))
@@ -227,6 +228,10 @@ pre{background:#fff;padding:10px 14px;box-shadow:0 1px 3px #0002;display:inline-
 <td class="num">{{if .Rate}}{{.Rate}}{{else}}–{{end}}</td><td class="num">{{if .ErrRate}}{{.ErrRate}}{{else}}–{{end}}</td>
 <td class="probe">{{if .Probe}}{{.Probe}}{{else}}–{{end}}</td></tr>
 {{end}}</table>
+{{if .Budgets}}<table id="budgets"><tr><th>budget</th><th>period</th><th>since</th><th>limit USD</th><th>spent USD</th><th>reserved USD</th><th>remaining USD</th><th>refused</th></tr>
+{{range .Budgets}}<tr class="budget"><td>{{if .Key}}key {{.Key}}{{else}}{{.Budget}}{{end}}</td><td>{{.Period}}</td><td>{{.PeriodStart}}</td>
+<td class="num">{{.Limit}}</td><td class="num">{{.Spent}}</td><td class="num">{{.Reserved}}</td><td class="num">{{.Remaining}}</td><td class="num">{{.Refused}}</td></tr>
+{{end}}</table>{{end}}
 <h2 style="font-size:17px">Readiness</h2>
 <pre id="ready">{{.Ready}}</pre>
 </body></html>

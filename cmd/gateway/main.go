@@ -564,6 +564,9 @@ func check(args []string, stdout, stderr io.Writer) error {
 	for _, h := range proxy.BaseURLHints(cfg) {
 		fmt.Fprintln(stderr, "warning:", h)
 	}
+	for _, id := range cfg.Unpriced() {
+		fmt.Fprintf(stderr, "warning: model %q has no pricing (models[].pricing) on every deployment: its calls cost 0 to the keys' budgets\n", id)
+	}
 	fmt.Fprintf(stdout, "config ok: %d keys, %d upstreams, %d models\n", len(cfg.Keys), len(cfg.Upstreams), len(cfg.Models))
 	return nil
 }

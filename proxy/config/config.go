@@ -39,6 +39,8 @@ type Config struct {
 	// Tracing turns OpenTelemetry traces on; nil (the default) leaves them
 	// off. See docs/operations.md.
 	Tracing *Tracing `yaml:"tracing"`
+	// Budgets are the named money budgets that keys share (docs/budgets.md).
+	Budgets []Budget `yaml:"budgets"`
 }
 
 // Store selects the durable store: the embedded Pebble of one node, or a Redis Cluster
@@ -98,6 +100,10 @@ type Key struct {
 	// ClientCert lets a client certificate stand for the caller, instead of
 	// or beside Key and SHA256; see KeyClientCert.
 	ClientCert *KeyClientCert `yaml:"client_cert"`
+	// Budget caps the key's own spend; Budgets names the shared budgets
+	// (Config.Budgets) that its calls also spend. See docs/budgets.md.
+	Budget  *KeyBudget `yaml:"budget"`
+	Budgets []string   `yaml:"budgets"`
 }
 
 // KeyLimits are a key's rate limits over every model, and per model id. A
@@ -183,6 +189,11 @@ type Model struct {
 	// Fallbacks are the ids of the models a call goes to, in order, when no
 	// deployment of this one could answer it (docs/routing.md).
 	Fallbacks []string `yaml:"fallbacks"`
+	// Pricing is what the model's tokens cost (docs/budgets.md); nil: nothing.
+	Pricing *Pricing `yaml:"pricing"`
+	// DefaultMaxOutputTokens is the output a budget reserves for a call that
+	// sends no maximum of its own; default 4096.
+	DefaultMaxOutputTokens int64 `yaml:"default_max_output_tokens"`
 }
 
 // ModelUpstream is one deployment of a model. In YAML it is the deployment's name, or
@@ -192,6 +203,8 @@ type ModelUpstream struct {
 	// Model is what the deployment calls the model: it replaces the body's top-level model
 	// (and the model in a gamma path) on the way there. Empty: the model's id.
 	Model string `yaml:"model"`
+	// Pricing replaces the model's prices for calls served by this deployment.
+	Pricing *Pricing `yaml:"pricing"`
 }
 
 // UnmarshalYAML reads a deployment name or a {name, model} mapping.

@@ -294,10 +294,10 @@ health: {failures: [3]}
 	for _, want := range []string{
 		`upstreams[0].max_conns: expected an integer, not "many" (line 5)`,
 		`upstreams[1].api_key: required`,
-		`models[0].upstream: unknown field (line 8); known fields here: created, fallbacks, id, image, owned_by, reasoning, supported_parameters, upstreams`,
+		`models[0].upstream: unknown field (line 8); known fields here: created, default_max_output_tokens, fallbacks, id, image, owned_by, pricing, reasoning, supported_parameters, upstreams`,
 		`models[0].upstreams: at least one upstream is required`,
 		`models[1].upstreams: expected a list such as [a, b], not "u1" (line 9)`,
-		`models[2].upstreams[1].extra: unknown field (line 10); known fields here: model, name`,
+		`models[2].upstreams[1].extra: unknown field (line 10); known fields here: model, name, pricing`,
 		`models[2].image: expected true or false, not "maybe" (line 10)`,
 		`timeouts.connect: expected a duration such as 30s, 5m or 720h, not "30" (line 11)`,
 		`health.failures: expected an integer, not a list (line 12)`,

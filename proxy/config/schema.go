@@ -36,6 +36,11 @@ func (p *problems) shape(n *yaml.Node, path string, t reflect.Type) {
 		return
 	case t == modelUpstreamType && n.Kind == yaml.ScalarNode:
 		return // a deployment's name alone
+	case t == usdType:
+		if _, err := parseUSD(n.Value); n.Kind != yaml.ScalarNode || err != nil {
+			p.add(path, "expected an amount in USD such as 2.50 (at most 12 decimals), not %s (line %d)", describe(n), n.Line)
+		}
+		return
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

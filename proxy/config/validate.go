@@ -68,6 +68,7 @@ func (c *Config) validate() problems {
 	p.rateLimits(c)
 	p.admin(c)
 	p.tracing(c.Tracing)
+	p.budgets(c)
 	return p
 }
 
