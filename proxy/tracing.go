@@ -103,6 +103,9 @@ func (c *call) traceEnd(status int, now time.Time) {
 	if u := c.up.Usage(); u.Found {
 		o.Usage, o.InputTokens, o.OutputTokens = true, u.Input, u.Output
 	}
+	if p := c.prices(); p != nil && !p.Zero() {
+		o.Priced, o.CostPicoUSD = true, c.spent
+	}
 	c.answerIdentity(&o)
 	c.trace.End(&o)
 }

@@ -29,6 +29,9 @@ const (
 	KeyAttempt     = "gateway.attempt"
 	KeyAttempts    = "gateway.attempts"
 	KeyRetryReason = "gateway.retry_reason"
+	// KeyCost is the call's cost in USD at the configured prices, on calls
+	// of a priced model (docs/budgets.md).
+	KeyCost = "gateway.cost_usd"
 
 	// EventFirstByte marks when the answer's first byte was ready for the
 	// client.
@@ -76,6 +79,9 @@ func callAttrs(o *Outcome) []attribute.KeyValue {
 	kv = appendString(kv, KeySession, o.Session)
 	if o.Attempts > 0 {
 		kv = append(kv, attribute.Int(KeyAttempts, o.Attempts))
+	}
+	if o.Priced {
+		kv = append(kv, attribute.Float64(KeyCost, float64(o.CostPicoUSD)/1e12))
 	}
 	return kv
 }

@@ -113,6 +113,8 @@ type Outcome struct {
 	Deployment    string
 	Session       string // the session key's hash, "" without one
 	Attempts      int
+	Priced        bool      // the model has prices: CostPicoUSD is the call's cost
+	CostPicoUSD   int64     // in 1e-12 USD, as the budgets count it
 	FirstByte     time.Time // when the answer's first byte was ready, or zero
 	End           time.Time
 }
