@@ -12,6 +12,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/proxy/clientconn"
 	"github.com/modelgate/gateway/proxy/rawio"
 	"github.com/modelgate/gateway/proxy/upstream"
 )
@@ -26,28 +27,28 @@ import (
 // limits.max_held_answer_bytes, lets its upstream connection go before that
 // (see OnStall).
 //
-// A failed accept is retried, never returned (see acceptor), and a client
-// connection that would take the descriptors kept for upstream dials is
-// closed at once (see descriptors).
+// A failed accept is retried, never returned (see clientconn.Acceptor), and
+// a client connection that would take the descriptors kept for upstream
+// dials is closed at once (see clientconn.AdmitClient).
 func (g *Gateway) Listener(ln net.Listener) net.Listener {
 	l := &clientListener{g: g}
-	l.init(ln, "client", g.obs.acceptErrs[clientListenerLabel], g.log)
-	g.logDescriptors()
+	l.Init(ln, "client", g.obs.acceptErrs[clientListenerLabel], g.log)
+	clientconn.LogDescriptors(g.log)
 	return l
 }
 
 type clientListener struct {
-	acceptor
+	clientconn.Acceptor
 	g *Gateway
 }
 
 func (l *clientListener) Accept() (net.Conn, error) {
 	for {
-		c, err := l.accept()
+		c, err := l.Next()
 		if err != nil {
 			return nil, err
 		}
-		if !procFDs.admitClient(time.Now(), l.g.upstreamBusy) {
+		if !clientconn.AdmitClient(l.g.upstreamBusy) {
 			l.g.obs.refused.Inc()
 			c.Close()
 			continue
@@ -56,6 +57,42 @@ func (l *clientListener) Accept() (net.Conn, error) {
 		cc.counted.Store(true)
 		return cc, nil
 	}
+}
+
+// upstreamBusy returns the calls in flight to the deployments in force: the
+// upstream connections they hold, at most.
+func (g *Gateway) upstreamBusy() int64 {
+	var n int64
+	for _, d := range g.state.Load().deps {
+		n += d.InFlight()
+	}
+	return n
+}
+
+// AdminListener wraps ln, the admin listener, so that a failed accept does
+// not end its server (see clientconn.AdminListener).
+func (g *Gateway) AdminListener(ln net.Listener) net.Listener {
+	return clientconn.AdminListener(ln, g.obs.acceptErrs[adminListenerLabel], g.log)
+}
+
+// The listeners' labels in gateway_accept_errors_total.
+const (
+	clientListenerLabel = iota
+	adminListenerLabel
+	numListeners
+)
+
+var listenerNames = [numListeners]string{"client", "admin"}
+
+// observeListeners makes the listeners' and the descriptors' metrics. The
+// gauges are the process's: every gateway in it shows the same.
+func (o *observer) observeListeners() {
+	for i, name := range listenerNames {
+		o.acceptErrs[i] = o.set.NewCounter(`gateway_accept_errors_total{listener="` + name + `"}`)
+	}
+	o.refused = o.set.NewCounter("gateway_client_connections_refused_total")
+	o.set.NewGauge("gateway_client_connections", func() float64 { return float64(clientconn.OpenClients()) })
+	o.set.NewGauge("gateway_upstream_connections", func() float64 { return float64(upstream.OpenConns()) })
 }
 
 // newClientConn wraps c, whose writes give up after idle without progress;
@@ -123,7 +160,8 @@ type clientConn struct {
 	// chunked body's framing included, once bounded (see boundChunked).
 	rawLeft    int64
 	rawBounded bool
-	// counted is set while the connection counts in procFDs.clients.
+	// counted is set while the connection counts among the client
+	// connections (clientconn.AdmitClient).
 	counted atomic.Bool
 	// writeFailed is set once a write to the client failed otherwise than by
 	// its idle deadline (the client is gone; one that stopped reading is
@@ -528,7 +566,7 @@ func (c *clientConn) Close() error {
 	c.endSplice()
 	c.sendHeld()
 	if c.counted.Swap(false) {
-		procFDs.clients.Add(-1)
+		clientconn.ClientClosed()
 	}
 	return c.Conn.Close()
 }

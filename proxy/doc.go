@@ -26,7 +26,9 @@
 // refusal), the callers' keys as records and the snapshot the request path
 // reads (proxy/keys), the admin API's handlers (proxy/admin), the spans of
 // traces (proxy/trace), the client listener's TLS and its reload
-// (proxy/edgetls) or durable records (store). Where the keys are stored and
+// (proxy/edgetls), the listeners' accept that retries what fails and the
+// tally of file descriptors that refuses a client connection near the limit
+// (proxy/clientconn) or durable records (store). Where the keys are stored and
 // where the rate limits keep their buckets is wired by the caller (Options.Keys,
 // Options.Limits), never guessed from the store. Its sub-packages never import
 // it.

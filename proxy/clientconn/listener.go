@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"errors"
@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-
-	"github.com/modelgate/gateway/proxy/upstream"
 )
 
 // A listener's Accept fails for want of a descriptor (EMFILE, ENFILE), of
@@ -20,7 +18,7 @@ import (
 // fasthttp's Server.Serve returns on any such error but a timeout, which would
 // end the server and, with it, every stream it serves. So the gateway's
 // listeners never hand it one: an accept that fails is counted
-// (gateway_accept_errors_total), logged at most once per acceptLogEvery, and
+// (gateway_accept_errors_total, the counter given to Acceptor.Init), logged at most once per acceptLogEvery, and
 // tried again after a pause, 5 ms doubling up to 1 s, as net/http's
 // Server.Serve does. Only the listener's close ends Accept.
 
@@ -31,9 +29,11 @@ const (
 	acceptLogEvery = 10 * time.Second
 )
 
-// acceptor is a listener whose Accept retries what fails (see above) until
-// the listener is closed. Safe for concurrent use.
-type acceptor struct {
+// Acceptor is a listener whose Next retries what fails (see above) until
+// the listener is closed. Its Accept is the wrapped listener's: a listener
+// that embeds it defines its own Accept with Next. Ready once Init is
+// called; safe for concurrent use.
+type Acceptor struct {
 	net.Listener
 	name   string // the listener's label: client or admin
 	errs   *metrics.Counter
@@ -45,13 +45,14 @@ type acceptor struct {
 	loggedAt, unlogged atomic.Int64
 }
 
-// init sets a up to accept on ln; name labels its errors, counted in errs.
-func (a *acceptor) init(ln net.Listener, name string, errs *metrics.Counter, log *slog.Logger) {
+// Init sets a up to accept on ln; name labels its logged errors, counted in
+// errs.
+func (a *Acceptor) Init(ln net.Listener, name string, errs *metrics.Counter, log *slog.Logger) {
 	a.Listener, a.name, a.errs, a.log, a.done = ln, name, errs, log, make(chan struct{})
 }
 
-// accept returns the next connection, or the error of a closed listener.
-func (a *acceptor) accept() (net.Conn, error) {
+// Next returns the next connection, or the error of a closed listener.
+func (a *Acceptor) Next() (net.Conn, error) {
 	var delay time.Duration
 	for {
 		c, err := a.Listener.Accept()
@@ -80,7 +81,7 @@ func (a *acceptor) accept() (net.Conn, error) {
 // logError logs err unless one was logged within acceptLogEvery; the line
 // says how many were not. An accept's error names the listener's address
 // and the system's error, nothing a client sent.
-func (a *acceptor) logError(err error) {
+func (a *Acceptor) logError(err error) {
 	now := time.Now().UnixNano()
 	last := a.loggedAt.Load()
 	if now-last < int64(acceptLogEvery) || !a.loggedAt.CompareAndSwap(last, now) {
@@ -92,7 +93,7 @@ func (a *acceptor) logError(err error) {
 }
 
 // Close closes the listener and ends a pause of Accept.
-func (a *acceptor) Close() error {
+func (a *Acceptor) Close() error {
 	a.closer.Do(func() { close(a.done) })
 	return a.Listener.Close()
 }
@@ -106,17 +107,19 @@ func closedListener(err error) bool {
 }
 
 // AdminListener wraps ln, the admin listener, so that a failed accept does
-// not end its server (see acceptor).
-func (g *Gateway) AdminListener(ln net.Listener) net.Listener {
+// not end its server (see Acceptor), its failures counted in errs; the
+// connections it accepts count among the process's descriptors (see
+// AdmitClient).
+func AdminListener(ln net.Listener, errs *metrics.Counter, log *slog.Logger) net.Listener {
 	l := new(adminListener)
-	l.init(ln, "admin", g.obs.acceptErrs[adminListenerLabel], g.log)
+	l.Init(ln, "admin", errs, log)
 	return l
 }
 
-type adminListener struct{ acceptor }
+type adminListener struct{ Acceptor }
 
 func (l *adminListener) Accept() (net.Conn, error) {
-	c, err := l.accept()
+	c, err := l.Next()
 	if err != nil {
 		return nil, err
 	}
@@ -138,24 +141,4 @@ func (c *fdConn) Close() error {
 		procFDs.others.Add(-1)
 	}
 	return c.Conn.Close()
-}
-
-// The listeners' labels in gateway_accept_errors_total.
-const (
-	clientListenerLabel = iota
-	adminListenerLabel
-	numListeners
-)
-
-var listenerNames = [numListeners]string{"client", "admin"}
-
-// observeListeners makes the listeners' and the descriptors' metrics. The
-// gauges are the process's: every gateway in it shows the same.
-func (o *observer) observeListeners() {
-	for i, name := range listenerNames {
-		o.acceptErrs[i] = o.set.NewCounter(`gateway_accept_errors_total{listener="` + name + `"}`)
-	}
-	o.refused = o.set.NewCounter("gateway_client_connections_refused_total")
-	o.set.NewGauge("gateway_client_connections", func() float64 { return float64(procFDs.clients.Load()) })
-	o.set.NewGauge("gateway_upstream_connections", func() float64 { return float64(upstream.OpenConns()) })
 }
