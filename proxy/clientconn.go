@@ -154,7 +154,7 @@ type clientConn struct {
 	// connection only drains before its close, and reads no more heads.
 	headBytes []byte
 	scanned   int
-	scan      headScan
+	scan      clientconn.HeadScan
 	draining  bool
 	// rawLeft is how many more bytes the request being served may read, its
 	// chunked body's framing included, once bounded (see boundChunked).
@@ -328,7 +328,7 @@ func (c *clientConn) SetDeadline(t time.Time) error {
 // request so far is one for more of its head: the server's reader moves or
 // leaves its buffer once it has read a head. Only then are those bytes
 // scanned, and if they hold the head's end already, and it is not CRLF CRLF
-// (see headScan), the read fails with errHeadEnd instead of waiting.
+// (see clientconn.HeadScan), the read fails with clientconn.ErrHeadEnd instead of waiting.
 func (c *clientConn) Read(p []byte) (int, error) {
 	if c.resume.on {
 		if n, ok, err := c.readResumed(p); ok {
@@ -353,8 +353,8 @@ func (c *clientConn) Read(p []byte) (int, error) {
 	if c.headBytes != nil {
 		if !c.moreHead(p) {
 			c.headBytes = nil // the head was read; this is its body
-		} else if c.scanHead(); c.scan.bad() {
-			return 0, errHeadEnd
+		} else if c.scanHead(); c.scan.Bad() {
+			return 0, clientconn.ErrHeadEnd
 		}
 	}
 	if c.rawBounded && c.rawLeft < 0 {
@@ -377,7 +377,7 @@ func (c *clientConn) took(p []byte, n int, err error) (int, error) {
 			c.headN, c.begun = uint8(copy(c.head[:], p[:n])), true
 			if !c.draining {
 				c.headBytes, c.scanned = p[:n], 0
-				c.scan.start()
+				c.scan.Start()
 			}
 		case c.headBytes != nil:
 			c.headBytes = c.headBytes[:len(c.headBytes)+n]
@@ -526,8 +526,8 @@ func (c *clientConn) moreHead(p []byte) bool {
 
 // scanHead feeds the scan the head's bytes it has not read yet.
 func (c *clientConn) scanHead() {
-	if c.scan.open() {
-		c.scan.feed(c.headBytes[c.scanned:])
+	if c.scan.Open() {
+		c.scan.Feed(c.headBytes[c.scanned:])
 	}
 	c.scanned = len(c.headBytes)
 }

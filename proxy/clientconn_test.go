@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelgate/gateway/proxy/clientconn"
 )
 
 // loopbackPair returns both ends of a TCP connection on loopback.
@@ -228,7 +230,7 @@ func TestClientRefusesMoreOfABadHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := read(c, n); !errors.Is(err, errHeadEnd) {
+	if _, err := read(c, n); !errors.Is(err, clientconn.ErrHeadEnd) {
 		t.Fatalf("more of a bad head: %v", err)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/admin"
+	"github.com/modelgate/gateway/proxy/clientconn"
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/keys"
@@ -250,14 +251,14 @@ var (
 
 // headFault returns why a head fasthttp read is refused, or nil: a chunked
 // request with a Content-Length too (framedTwice), a head that ends without
-// CRLF CRLF (headEndsBadly), a request line of another version than HTTP/1.1
+// CRLF CRLF (clientconn.HeadEndsBadly), a request line of another version than HTTP/1.1
 // or HTTP/1.0, which fasthttp reads as "HTTP/d.d" and serves as 1.0 (505,
 // RFC 9110 section 15.6.6).
 func headFault(h *fasthttp.RequestHeader) *Error {
 	switch proto := h.Protocol(); {
 	case framedTwice(h):
 		return errFramedTwice
-	case headEndsBadly(h.RawHeaders()):
+	case clientconn.HeadEndsBadly(h.RawHeaders()):
 		return &headEndError
 	case string(proto) != "HTTP/1.1" && string(proto) != "HTTP/1.0":
 		return &Error{Status: 505, Reason: "http_version",
@@ -290,7 +291,7 @@ func (g *Gateway) requestError(ctx *fasthttp.RequestCtx, err error) {
 		e = &Error{Status: 431, Reason: "header_too_large", Message: "the request's header is larger than the gateway reads"}
 	case errors.As(err, &nerr) && nerr.Timeout():
 		e = &Error{Status: 408, Reason: "request_timeout", Message: "the request did not arrive in time"}
-	case errors.Is(err, errHeadEnd):
+	case errors.Is(err, clientconn.ErrHeadEnd):
 		e = &headEndError
 	}
 	// fasthttp has reset the header it could not read: the family comes from

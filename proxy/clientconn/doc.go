@@ -3,7 +3,8 @@
 // (Acceptor, AdminListener) and the tally of the process's file descriptors
 // that closes a client connection at once when it would take the
 // descriptors kept for upstream dials (AdmitClient, ClientClosed,
-// LogDescriptors).
+// LogDescriptors), and the check of a request head's end that fasthttp
+// would wait on (HeadScan, HeadEndsBadly, ErrHeadEnd).
 //
 // It does not own the client connection's wrapper and what it does per
 // request (head checks, a held answer's head, splices, bounded chunked

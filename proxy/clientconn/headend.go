@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"bytes"
@@ -13,28 +13,29 @@ import (
 // until the read timeout. The gateway refuses such a head, whatever follows
 // it, with 400:
 //   - while fasthttp waits: the client connection sees the server ask for more
-//     of a head whose bytes it was given already hold its end (headScan, run
+//     of a head whose bytes it was given already hold its end (HeadScan, run
 //     only on heads that take more than one read), and fails the read with
-//     errHeadEnd, which requestError answers;
-//   - once fasthttp read one: serve looks at the end of its raw header block
-//     (headEndsBadly).
+//     ErrHeadEnd, which proxy's requestError answers;
+//   - once fasthttp read one: proxy's serve looks at the end of its raw header block
+//     (HeadEndsBadly).
 
-// errHeadEnd is the error of a client connection's read while fasthttp waits
+// ErrHeadEnd is the error of a client connection's read while fasthttp waits
 // for more of a head that ended without CRLF CRLF.
-var errHeadEnd = errors.New("the request head does not end with CRLF CRLF")
+var ErrHeadEnd = errors.New("the request head does not end with CRLF CRLF")
 
 var crlfCRLF = []byte("\r\n\r\n")
 
-// headEndsBadly reports whether the raw header block fasthttp read ends
+// HeadEndsBadly reports whether the raw header block fasthttp read ends
 // without CRLF CRLF. A head without header fields has an empty block, and
 // is not looked at: HTTP/1.1 requires Host.
-func headEndsBadly(raw []byte) bool {
+func HeadEndsBadly(raw []byte) bool {
 	return len(raw) > 0 && !bytes.HasSuffix(raw, crlfCRLF)
 }
 
-// headScan follows the head of a request through the reads that bring it,
-// line by line as fasthttp's reader splits it, until its empty line.
-type headScan struct {
+// HeadScan follows the head of a request through the reads that bring it,
+// line by line as fasthttp's reader splits it, until its empty line. The
+// zero value is done (not Open) until Start; not safe for concurrent use.
+type HeadScan struct {
 	state     uint8 // headDone, headStart, headFields or headBad
 	lineLen   uint8 // bytes of the unfinished line read so far, counted up to 2
 	lastCR    bool  // the bytes before ended in CR
@@ -49,19 +50,19 @@ const (
 	headBad           // the head ended without CRLF CRLF
 )
 
-// start begins a head: the next bytes fed are its first.
-func (s *headScan) start() { *s = headScan{state: headStart} }
+// Start begins a head: the next bytes fed are its first.
+func (s *HeadScan) Start() { *s = HeadScan{state: headStart} }
 
-// open reports whether the head's empty line is still to come.
-func (s *headScan) open() bool { return s.state == headStart || s.state == headFields }
+// Open reports whether the head's empty line is still to come.
+func (s *HeadScan) Open() bool { return s.state == headStart || s.state == headFields }
 
-// bad reports whether the head ended without CRLF CRLF.
-func (s *headScan) bad() bool { return s.state == headBad }
+// Bad reports whether the head ended without CRLF CRLF.
+func (s *HeadScan) Bad() bool { return s.state == headBad }
 
-// feed reads b, the next bytes of the head, up to its empty line; bytes after
+// Feed reads b, the next bytes of the head, up to its empty line; bytes after
 // it (a body, a pipelined request) are not looked at. Once the empty line is
 // read, the scan is done, or bad when the head ends there without CRLF CRLF.
-func (s *headScan) feed(b []byte) {
+func (s *HeadScan) Feed(b []byte) {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {

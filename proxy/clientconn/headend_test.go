@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"bufio"
@@ -22,17 +22,17 @@ const (
 
 func (v headVerdict) String() string { return [...]string{"open", "ok", "bad"}[v] }
 
-func verdictOf(s *headScan) headVerdict {
+func verdictOf(s *HeadScan) headVerdict {
 	switch {
-	case s.open():
+	case s.Open():
 		return verdictOpen
-	case s.bad():
+	case s.Bad():
 		return verdictBad
 	}
 	return verdictOK
 }
 
-// referenceHeadVerdict is headScan's rule written plainly: lines split at LF,
+// referenceHeadVerdict is HeadScan's rule written plainly: lines split at LF,
 // empty lines ("" or "\r") before the request line skipped, and the head's
 // empty line is bad unless it is CRLF after a request line alone or after a
 // field line that ends in CRLF.
@@ -63,12 +63,12 @@ func referenceHeadVerdict(b []byte) headVerdict {
 // scanSplit feeds b to a new scan in the pieces that cuts make, as reads
 // would bring it, and returns its verdict.
 func scanSplit(b []byte, cuts ...int) headVerdict {
-	var s headScan
-	s.start()
+	var s HeadScan
+	s.Start()
 	prev := 0
 	for _, c := range append(cuts, len(b)) {
-		if s.open() && c > prev {
-			s.feed(b[prev:c])
+		if s.Open() && c > prev {
+			s.Feed(b[prev:c])
 		}
 		prev = c
 	}
@@ -140,7 +140,7 @@ func (w waitReader) Read(p []byte) (int, error) {
 // The rule is fasthttp's own: given a head that the scan calls good, and
 // nothing after it, fasthttp reads it to exactly its empty line; given one
 // the scan calls bad, it waits for more. With a request after the bad one,
-// fasthttp reads the bad head, and headEndsBadly tells it from its raw
+// fasthttp reads the bad head, and HeadEndsBadly tells it from its raw
 // header block. This ties the rule to the fasthttp the gateway is built with.
 func TestHeadScanMatchesFasthttp(t *testing.T) {
 	for _, c := range headCases {
@@ -165,8 +165,8 @@ func TestHeadScanMatchesFasthttp(t *testing.T) {
 		h.Reset()
 		// (A head without fields fails on its missing Host.)
 		if err := h.Read(br); err == nil {
-			if got := headEndsBadly(h.RawHeaders()); got != (c.want == verdictBad) {
-				t.Errorf("%s, with a request after it: headEndsBadly %v", c.name, got)
+			if got := HeadEndsBadly(h.RawHeaders()); got != (c.want == verdictBad) {
+				t.Errorf("%s, with a request after it: HeadEndsBadly %v", c.name, got)
 			}
 		}
 	}
@@ -216,10 +216,10 @@ func BenchmarkHeadScan(b *testing.B) {
 		"Accept-Encoding: gzip\r\n\r\n" +
 		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	b.SetBytes(int64(bytes.Index(head, []byte("\r\n\r\n")) + 4))
-	var s headScan
+	var s HeadScan
 	for b.Loop() {
-		s.start()
-		s.feed(head)
+		s.Start()
+		s.Feed(head)
 	}
 	if verdictOf(&s) != verdictOK {
 		b.Fatal(verdictOf(&s))
