@@ -182,26 +182,27 @@ func (g *Gateway) route(ctx *fasthttp.RequestCtx) {
 // holdAnswer has the client's connection hold back a whole answer, which
 // fasthttp writes after the handler, until the server reads for the next
 // request: the answer is then written inside that read's wait, which saves
-// the read that would find nothing (see clientConn.awaitNext). A streamed
+// the read that would find nothing (see clientconn.Conn.Read). A streamed
 // answer is not held: its bytes go as they come, and its relay holds its end
 // itself (upstream.Relay's tail); nor is one a hijacked connection writes.
 //
-// An answer whose head the connection completes (see splice.go) is armed for
-// it here, or given its headers back when it is not held; a stream's first
-// bytes are then held until its head is complete, and sent at once.
+// An answer whose head the connection completes (see
+// clientconn.Conn.ArmSplice) is armed for it here, or given its headers back
+// when it is not held; a stream's first bytes are then held until its head
+// is complete, and sent at once.
 func holdAnswer(ctx *fasthttp.RequestCtx) {
-	cc, ok := ctx.Conn().(*clientConn)
+	cc, ok := ctx.Conn().(*clientconn.Conn)
 	if !ok {
 		return
 	}
 	switch {
 	case ctx.Hijacked():
-		cc.armSplice(&ctx.Response, heldNot)
+		cc.ArmSplice(&ctx.Response, clientconn.HeldNot)
 	case ctx.Response.IsBodyStream():
-		cc.armSplice(&ctx.Response, heldHead)
+		cc.ArmSplice(&ctx.Response, clientconn.HeldHead)
 	default:
 		cc.HoldTail()
-		cc.armSplice(&ctx.Response, heldWhole)
+		cc.ArmSplice(&ctx.Response, clientconn.HeldWhole)
 	}
 }
 
@@ -275,7 +276,7 @@ func (g *Gateway) refuseHead(ctx *fasthttp.RequestCtx, e *Error) {
 	defer c.end()
 	c.fail(e)
 	c.bodyDone = true // the body is not read: the connection closes
-	closeAfterAnswer(ctx)
+	clientconn.CloseAfterAnswer(ctx)
 }
 
 // requestError is the server's ErrorHandler: it answers a request fasthttp
@@ -297,8 +298,8 @@ func (g *Gateway) requestError(ctx *fasthttp.RequestCtx, err error) {
 	// fasthttp has reset the header it could not read: the family comes from
 	// the request line as the connection received it.
 	var head []byte
-	if cc, ok := ctx.Conn().(*clientConn); ok {
-		head = cc.requestHead()
+	if cc, ok := ctx.Conn().(*clientconn.Conn); ok {
+		head = cc.RequestHead()
 	}
 	c := g.acquireCall(ctx, familyOfRequestLine(head), epOther)
 	defer c.end()

@@ -166,15 +166,6 @@ func LogDescriptors(log *slog.Logger) {
 		"reserve", reserve, "client_connections_max", max(0, limit-reserve-open)/2)
 }
 
-// AdmitClient reports whether a client connection just accepted may stay,
-// and counts it among the process's client connections when so, until
-// ClientClosed. busy returns the upstream connections that serve calls (see
-// descriptors.admitClient).
-func AdmitClient(busy func() int64) bool { return procFDs.admitClient(time.Now(), busy) }
-
-// ClientClosed uncounts a client connection that AdmitClient counted.
-func ClientClosed() { procFDs.clients.Add(-1) }
-
 // OpenClients returns the client connections open in the process
 // (gateway_client_connections).
 func OpenClients() int64 { return procFDs.clients.Load() }

@@ -13,7 +13,7 @@ import (
 // until the read timeout. The gateway refuses such a head, whatever follows
 // it, with 400:
 //   - while fasthttp waits: the client connection sees the server ask for more
-//     of a head whose bytes it was given already hold its end (HeadScan, run
+//     of a head whose bytes it was given already hold its end (headScan, run
 //     only on heads that take more than one read), and fails the read with
 //     ErrHeadEnd, which proxy's requestError answers;
 //   - once fasthttp read one: proxy's serve looks at the end of its raw header block
@@ -32,10 +32,10 @@ func HeadEndsBadly(raw []byte) bool {
 	return len(raw) > 0 && !bytes.HasSuffix(raw, crlfCRLF)
 }
 
-// HeadScan follows the head of a request through the reads that bring it,
+// headScan follows the head of a request through the reads that bring it,
 // line by line as fasthttp's reader splits it, until its empty line. The
-// zero value is done (not Open) until Start; not safe for concurrent use.
-type HeadScan struct {
+// zero value is done (not open) until start; not safe for concurrent use.
+type headScan struct {
 	state     uint8 // headDone, headStart, headFields or headBad
 	lineLen   uint8 // bytes of the unfinished line read so far, counted up to 2
 	lastCR    bool  // the bytes before ended in CR
@@ -50,19 +50,19 @@ const (
 	headBad           // the head ended without CRLF CRLF
 )
 
-// Start begins a head: the next bytes fed are its first.
-func (s *HeadScan) Start() { *s = HeadScan{state: headStart} }
+// start begins a head: the next bytes fed are its first.
+func (s *headScan) start() { *s = headScan{state: headStart} }
 
-// Open reports whether the head's empty line is still to come.
-func (s *HeadScan) Open() bool { return s.state == headStart || s.state == headFields }
+// open reports whether the head's empty line is still to come.
+func (s *headScan) open() bool { return s.state == headStart || s.state == headFields }
 
-// Bad reports whether the head ended without CRLF CRLF.
-func (s *HeadScan) Bad() bool { return s.state == headBad }
+// bad reports whether the head ended without CRLF CRLF.
+func (s *headScan) bad() bool { return s.state == headBad }
 
-// Feed reads b, the next bytes of the head, up to its empty line; bytes after
+// feed reads b, the next bytes of the head, up to its empty line; bytes after
 // it (a body, a pipelined request) are not looked at. Once the empty line is
 // read, the scan is done, or bad when the head ends there without CRLF CRLF.
-func (s *HeadScan) Feed(b []byte) {
+func (s *headScan) feed(b []byte) {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {

@@ -22,17 +22,17 @@ const (
 
 func (v headVerdict) String() string { return [...]string{"open", "ok", "bad"}[v] }
 
-func verdictOf(s *HeadScan) headVerdict {
+func verdictOf(s *headScan) headVerdict {
 	switch {
-	case s.Open():
+	case s.open():
 		return verdictOpen
-	case s.Bad():
+	case s.bad():
 		return verdictBad
 	}
 	return verdictOK
 }
 
-// referenceHeadVerdict is HeadScan's rule written plainly: lines split at LF,
+// referenceHeadVerdict is headScan's rule written plainly: lines split at LF,
 // empty lines ("" or "\r") before the request line skipped, and the head's
 // empty line is bad unless it is CRLF after a request line alone or after a
 // field line that ends in CRLF.
@@ -63,12 +63,12 @@ func referenceHeadVerdict(b []byte) headVerdict {
 // scanSplit feeds b to a new scan in the pieces that cuts make, as reads
 // would bring it, and returns its verdict.
 func scanSplit(b []byte, cuts ...int) headVerdict {
-	var s HeadScan
-	s.Start()
+	var s headScan
+	s.start()
 	prev := 0
 	for _, c := range append(cuts, len(b)) {
-		if s.Open() && c > prev {
-			s.Feed(b[prev:c])
+		if s.open() && c > prev {
+			s.feed(b[prev:c])
 		}
 		prev = c
 	}
@@ -216,10 +216,10 @@ func BenchmarkHeadScan(b *testing.B) {
 		"Accept-Encoding: gzip\r\n\r\n" +
 		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	b.SetBytes(int64(bytes.Index(head, []byte("\r\n\r\n")) + 4))
-	var s HeadScan
+	var s headScan
 	for b.Loop() {
-		s.Start()
-		s.Feed(head)
+		s.start()
+		s.feed(head)
 	}
 	if verdictOf(&s) != verdictOK {
 		b.Fatal(verdictOf(&s))

@@ -109,7 +109,7 @@ func closedListener(err error) bool {
 // AdminListener wraps ln, the admin listener, so that a failed accept does
 // not end its server (see Acceptor), its failures counted in errs; the
 // connections it accepts count among the process's descriptors (see
-// AdmitClient).
+// descriptors).
 func AdminListener(ln net.Listener, errs *metrics.Counter, log *slog.Logger) net.Listener {
 	l := new(adminListener)
 	l.Init(ln, "admin", errs, log)
