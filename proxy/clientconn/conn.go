@@ -27,13 +27,13 @@ import (
 // answer the provider finished meanwhile, and that fits the bound of a held
 // answer, lets its upstream connection go before that (see Conn.OnStall).
 //
-// A failed accept is retried, never returned (see Acceptor), and a client
+// A failed accept is retried, never returned (see acceptor), and a client
 // connection that would take the descriptors kept for upstream dials is
 // closed at once and counted in cfg.Refused (see descriptors). The
 // connections it accepts are *Conn.
 func NewListener(ln net.Listener, cfg ListenerConfig) net.Listener {
 	l := &listener{cfg: cfg}
-	l.Init(ln, "client", cfg.Errs, cfg.Log)
+	l.init(ln, "client", cfg.Errs, cfg.Log)
 	LogDescriptors(cfg.Log)
 	return l
 }
@@ -51,13 +51,13 @@ type ListenerConfig struct {
 }
 
 type listener struct {
-	Acceptor
+	acceptor
 	cfg ListenerConfig
 }
 
 func (l *listener) Accept() (net.Conn, error) {
 	for {
-		c, err := l.Next()
+		c, err := l.accept()
 		if err != nil {
 			return nil, err
 		}
@@ -383,7 +383,8 @@ func (c *Conn) took(p []byte, n int, err error) (int, error) {
 // there: the first pipelined request on a connection waits this long at
 // most, once. A bound is kept for the waits that follow while at least
 // awaitReuse of it is left, so the first pipelined request waits at least
-// that long.
+// that long. AwaitLimit is exported for proxy's tests of calls through the
+// gateway, which wait past it.
 const (
 	AwaitLimit = 20 * time.Millisecond
 	awaitReuse = 5 * time.Millisecond

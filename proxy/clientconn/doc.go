@@ -2,9 +2,9 @@
 // listeners and the connection each client's requests come over.
 //
 //   - NewListener and AdminListener: an accept that fails is retried instead
-//     of ending the server (Acceptor), and a client connection that would
-//     take the descriptors kept for upstream dials is closed at once (the
-//     process's descriptor tally: LogDescriptors, OpenClients).
+//     of ending the server, and a client connection that would take the
+//     descriptors kept for upstream dials is closed at once (the process's
+//     descriptor tally: LogDescriptors, OpenClients).
 //   - Conn, the client connection fasthttp serves: a write's idle deadline
 //     (a client that stops reading loses its connection, a slow one keeps
 //     it), the held tail of an answer sent with the read for the next

@@ -18,7 +18,7 @@ import (
 // fasthttp's Server.Serve returns on any such error but a timeout, which would
 // end the server and, with it, every stream it serves. So the gateway's
 // listeners never hand it one: an accept that fails is counted
-// (gateway_accept_errors_total, the counter given to Acceptor.Init), logged at most once per acceptLogEvery, and
+// (gateway_accept_errors_total), logged at most once per acceptLogEvery, and
 // tried again after a pause, 5 ms doubling up to 1 s, as net/http's
 // Server.Serve does. Only the listener's close ends Accept.
 
@@ -29,11 +29,9 @@ const (
 	acceptLogEvery = 10 * time.Second
 )
 
-// Acceptor is a listener whose Next retries what fails (see above) until
-// the listener is closed. Its Accept is the wrapped listener's: a listener
-// that embeds it defines its own Accept with Next. Ready once Init is
-// called; safe for concurrent use.
-type Acceptor struct {
+// acceptor is a listener whose accept retries what fails (see above) until
+// the listener is closed. Safe for concurrent use.
+type acceptor struct {
 	net.Listener
 	name   string // the listener's label: client or admin
 	errs   *metrics.Counter
@@ -45,14 +43,14 @@ type Acceptor struct {
 	loggedAt, unlogged atomic.Int64
 }
 
-// Init sets a up to accept on ln; name labels its logged errors, counted in
+// init sets a up to accept on ln; name labels its logged errors, counted in
 // errs.
-func (a *Acceptor) Init(ln net.Listener, name string, errs *metrics.Counter, log *slog.Logger) {
+func (a *acceptor) init(ln net.Listener, name string, errs *metrics.Counter, log *slog.Logger) {
 	a.Listener, a.name, a.errs, a.log, a.done = ln, name, errs, log, make(chan struct{})
 }
 
-// Next returns the next connection, or the error of a closed listener.
-func (a *Acceptor) Next() (net.Conn, error) {
+// accept returns the next connection, or the error of a closed listener.
+func (a *acceptor) accept() (net.Conn, error) {
 	var delay time.Duration
 	for {
 		c, err := a.Listener.Accept()
@@ -81,7 +79,7 @@ func (a *Acceptor) Next() (net.Conn, error) {
 // logError logs err unless one was logged within acceptLogEvery; the line
 // says how many were not. An accept's error names the listener's address
 // and the system's error, nothing a client sent.
-func (a *Acceptor) logError(err error) {
+func (a *acceptor) logError(err error) {
 	now := time.Now().UnixNano()
 	last := a.loggedAt.Load()
 	if now-last < int64(acceptLogEvery) || !a.loggedAt.CompareAndSwap(last, now) {
@@ -93,7 +91,7 @@ func (a *Acceptor) logError(err error) {
 }
 
 // Close closes the listener and ends a pause of Accept.
-func (a *Acceptor) Close() error {
+func (a *acceptor) Close() error {
 	a.closer.Do(func() { close(a.done) })
 	return a.Listener.Close()
 }
@@ -107,19 +105,19 @@ func closedListener(err error) bool {
 }
 
 // AdminListener wraps ln, the admin listener, so that a failed accept does
-// not end its server (see Acceptor), its failures counted in errs; the
+// not end its server (see acceptor), its failures counted in errs; the
 // connections it accepts count among the process's descriptors (see
 // descriptors).
 func AdminListener(ln net.Listener, errs *metrics.Counter, log *slog.Logger) net.Listener {
 	l := new(adminListener)
-	l.Init(ln, "admin", errs, log)
+	l.init(ln, "admin", errs, log)
 	return l
 }
 
-type adminListener struct{ Acceptor }
+type adminListener struct{ acceptor }
 
 func (l *adminListener) Accept() (net.Conn, error) {
-	c, err := l.Next()
+	c, err := l.accept()
 	if err != nil {
 		return nil, err
 	}
