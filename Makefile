@@ -36,7 +36,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendWithoutUsageNull$$' -fuzztime 60s ./parse/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanner$$' -fuzztime 60s ./parse/
 	$(GO) test -run '^$$' -fuzz '^FuzzIndexUsageWord$$' -fuzztime 60s ./parse/
-	$(GO) test -run '^$$' -fuzz '^FuzzHeadScan$$' -fuzztime 60s ./proxy/
+	$(GO) test -run '^$$' -fuzz '^FuzzHeadScan$$' -fuzztime 60s ./proxy/clientconn/
 	$(GO) test -run '^$$' -fuzz '^FuzzUpstreamHead$$' -fuzztime 60s ./proxy/
 	$(GO) test -run '^$$' -fuzz '^FuzzEventHeads$$' -fuzztime 60s ./proxy/upstream/
 	$(GO) test -run '^$$' -fuzz '^FuzzAnswerHeadAsFasthttp$$' -fuzztime 60s ./proxy/upstream/

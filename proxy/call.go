@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/clientconn"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/keys"
 	"github.com/modelgate/gateway/proxy/ratelimit"
@@ -121,12 +122,12 @@ type call struct {
 	done     bool // a streamed answer owns the call: Close releases it
 
 	// watch ends the upstream call through cancel when the client leaves
-	// while the call waits on its upstream (see clientConn.watchPeer): from
+	// while the call waits on its upstream (see clientconn.Conn.WatchPeer): from
 	// the first send until the call is released. client is the client's
 	// connection once watched.
 	watch  rawio.Watch
 	cancel upstream.Cancel
-	client *clientConn
+	client *clientconn.Conn
 
 	// onStream, when set, sees every chunk relayed (Responses reads the id).
 	onStream func(c *call, p []byte)
@@ -257,41 +258,42 @@ func (c *call) fail(e *Error) {
 
 // settleBody leaves the connection in order when the call answered before
 // reading its request body to the end (a refusal): fasthttp would read the
-// rest as the next request. A rest of up to maxQuietDrain bytes is read and
-// dropped and the connection serves on; a longer one is not read: the answer
-// says the connection closes and lingerClose ends it.
+// rest as the next request. A rest of up to clientconn.MaxQuietDrain bytes
+// is read and dropped and the connection serves on; a longer one is not
+// read: the answer says the connection closes and a lingering close ends it
+// (clientconn.CloseAfterAnswer).
 func (c *call) settleBody() {
 	if c.bodyDone || !c.ctx.Request.IsBodyStream() {
 		return
 	}
 	c.bodyDone = true
 	ctx := c.ctx
-	if cl := ctx.Request.Header.ContentLength(); cl <= maxQuietDrain && c.drainQuietly(ctx.RequestBodyStream()) {
+	if cl := ctx.Request.Header.ContentLength(); cl <= clientconn.MaxQuietDrain && c.drainQuietly(ctx.RequestBodyStream()) {
 		return
 	}
-	closeAfterAnswer(ctx)
+	clientconn.CloseAfterAnswer(ctx)
 }
 
 // drainQuietly reads and drops the rest of the request body from r, and
-// reports whether it ended within maxQuietDrain bytes; a chunked body's
+// reports whether it ended within clientconn.MaxQuietDrain bytes; a chunked body's
 // framing is bounded by what that many bytes of body may take.
 func (c *call) drainQuietly(r io.Reader) bool {
-	c.boundChunked(chunkSlack + chunkCredit*maxQuietDrain)
-	n, err := io.CopyN(io.Discard, r, maxQuietDrain+1)
-	return err == io.EOF && n <= maxQuietDrain
+	c.boundChunked(clientconn.ChunkSlack + clientconn.ChunkCredit*clientconn.MaxQuietDrain)
+	n, err := io.CopyN(io.Discard, r, clientconn.MaxQuietDrain+1)
+	return err == io.EOF && n <= clientconn.MaxQuietDrain
 }
 
 // boundChunked bounds a chunked body's framing at n bytes from here on
-// (see clientConn.boundChunked) and returns the client connection, to be
+// (see clientconn.Conn.BoundChunked) and returns the client connection, to be
 // credited the body's bytes as they are read; nil when the body has a
 // declared length, which needs no bound.
-func (c *call) boundChunked(n int64) *clientConn {
+func (c *call) boundChunked(n int64) *clientconn.Conn {
 	if c.ctx.Request.Header.ContentLength() != -1 {
 		return nil
 	}
-	cc, _ := c.ctx.Conn().(*clientConn)
+	cc, _ := c.ctx.Conn().(*clientconn.Conn)
 	if cc != nil {
-		cc.boundChunked(n)
+		cc.BoundChunked(n)
 	}
 	return cc
 }
@@ -299,8 +301,8 @@ func (c *call) boundChunked(n int64) *clientConn {
 // chunkedTooLarge reports whether a read of the body failed on the bound of
 // its framing.
 func (c *call) chunkedTooLarge() bool {
-	cc, ok := c.ctx.Conn().(*clientConn)
-	return ok && cc.chunkedTooLarge()
+	cc, ok := c.ctx.Conn().(*clientconn.Conn)
+	return ok && cc.ChunkedTooLarge()
 }
 
 func (c *call) setRequestIDHeader() {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"strings"
 
+	"github.com/modelgate/gateway/proxy/clientconn"
 	"github.com/modelgate/gateway/proxy/config"
 )
 
@@ -55,7 +56,7 @@ func (c *call) certAuthenticate() bool {
 		return false
 	}
 	conn := c.ctx.Conn()
-	if cc, ok := conn.(*clientConn); ok {
+	if cc, ok := conn.(*clientconn.Conn); ok {
 		conn = cc.Conn
 	}
 	ts, ok := conn.(tlsStater)

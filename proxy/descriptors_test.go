@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/internal/netfault"
+	"github.com/modelgate/gateway/proxy/clientconn"
 )
 
 // TestAcceptErrorsAreRetried: a failed accept on either listener is counted
@@ -122,9 +123,8 @@ func TestDescriptorLimit(t *testing.T) {
 			t.Errorf("Serve returned %v after Shutdown, want nil", err)
 		}
 	}()
-	saved := recountEvery
-	recountEvery = 0 // count at every accept near the limit: the test's own connections are not the gateway's
-	t.Cleanup(func() { recountEvery = saved })
+	saved := clientconn.SetRecountEvery(0) // count at every accept near the limit: the test's own connections are not the gateway's
+	t.Cleanup(func() { clientconn.SetRecountEvery(saved) })
 
 	stream := dialRaw(t, addr)
 	fmt.Fprint(stream, rawStreamChat(10, "100ms"))
@@ -132,11 +132,11 @@ func TestDescriptorLimit(t *testing.T) {
 	readUntil(t, sr, "data: ") // the stream is in flight
 
 	lowerDescriptorLimit(t, 150)
-	procFDs.count(time.Now())
+	clientconn.CountDescriptors()
 
 	// Client connections until one is refused: each one open holds an
 	// upstream dial in reserve.
-	clientsBefore := procFDs.clients.Load()
+	clientsBefore := clientconn.OpenClients()
 	var held []net.Conn
 	for len(held) < 150 {
 		c, err := net.Dial("tcp", addr)
@@ -153,9 +153,9 @@ func TestDescriptorLimit(t *testing.T) {
 		held = append(held, c)
 	}
 	if e.gw.obs.refused.Get() == 0 {
-		t.Fatalf("%d client connections open under a limit of %d, none refused", len(held), procFDs.limit.Load())
+		t.Fatalf("%d client connections open under a limit of %d, none refused", len(held), clientconn.DescriptorLimit())
 	}
-	t.Logf("%d client connections served, then refused; limit %d", len(held), procFDs.limit.Load())
+	t.Logf("%d client connections served, then refused; limit %d", len(held), clientconn.DescriptorLimit())
 	readUntil(t, sr, "data: [DONE]")
 
 	// Every connection open may make a call that needs an upstream one.
@@ -211,9 +211,9 @@ func TestDescriptorLimit(t *testing.T) {
 func awaitClients(t *testing.T, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second) // an outcome awaited, not a speed
-	for procFDs.clients.Load() > n {
+	for clientconn.OpenClients() > n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d client connections still open, want %d", procFDs.clients.Load(), n)
+			t.Fatalf("%d client connections still open, want %d", clientconn.OpenClients(), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -227,7 +227,7 @@ func lowerDescriptorLimit(t *testing.T, free int64) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
 	}
-	open, err := openDescriptors()
+	open, err := clientconn.OpenDescriptors()
 	if err != nil {
 		t.Skipf("cannot count the open descriptors: %v", err)
 	}
@@ -236,7 +236,7 @@ func lowerDescriptorLimit(t *testing.T, free int64) {
 		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &saved); err != nil {
 			t.Errorf("cannot restore the descriptor limit: %v", err)
 		}
-		procFDs.count(time.Now())
+		clientconn.CountDescriptors()
 	})
 	lim.Cur = uint64(open + free)
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {

@@ -1,9 +1,8 @@
 // Package proxy owns the gateway's client side: the fasthttp handlers of
 // every family and endpoint, the rejections answered without an upstream,
 // Responses ownership, user-data files, images, the Gateway with its
-// reloadable state, metrics and the access log, and the client's connections
-// (clientconn.go, splice.go, headend.go: head checks, a held answer's head,
-// bounded chunked bodies, the close after an answer and the lingering drain).
+// reloadable state, metrics and the access log, and the streamed answers
+// written on a hijacked client connection (hijack.go).
 //
 // A call's way, top to bottom: gateway.go routes the request to its
 // endpoint's handler, which acquires a call (call.go); intake.go
@@ -26,7 +25,9 @@
 // refusal), the callers' keys as records and the snapshot the request path
 // reads (proxy/keys), the admin API's handlers (proxy/admin), the spans of
 // traces (proxy/trace), the client listener's TLS and its reload
-// (proxy/edgetls) or durable records (store). Where the keys are stored and
+// (proxy/edgetls), the client's socket: the listeners, the descriptor
+// tally, the connection's head checks, held answers, spliced heads, bounded
+// chunked bodies and lingering close (proxy/clientconn) or durable records (store). Where the keys are stored and
 // where the rate limits keep their buckets is wired by the caller (Options.Keys,
 // Options.Limits), never guessed from the store. Its sub-packages never import
 // it.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/proxy/clientconn"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/store"
 )
@@ -100,7 +101,7 @@ func (u *upload) checkHeaders() bool {
 	if r == nil {
 		r = bytes.NewReader(req.Body())
 	}
-	u.body = uploadBody{r: r, left: maxUploadBodyBytes + 1, budget: -1, conn: c.boundChunked(chunkSlack)}
+	u.body = uploadBody{r: r, left: maxUploadBodyBytes + 1, budget: -1, conn: c.boundChunked(clientconn.ChunkSlack)}
 	u.mr = multipart.NewReader(&u.body, string(boundary))
 	return true
 }
@@ -343,9 +344,9 @@ func (r *uploadFile) FinishFile(f *store.File) error {
 }
 
 // finishBody leaves the connection in order once the answer is set. A rest of the body up
-// to maxQuietDrain bytes (an epilogue after a complete form, or a small refused upload) is
+// to clientconn.MaxQuietDrain bytes (an epilogue after a complete form, or a small refused upload) is
 // read and dropped, and the connection serves the next request. A longer rest is not
-// read: the connection is handed to lingerClose, which lets the client read the answer
+// read: the connection is handed to a lingering close (clientconn.CloseAfterAnswer), which lets the client read the answer
 // before the connection closes.
 func (u *upload) finishBody() {
 	u.c.bodyDone = true // the upload settles its body itself
@@ -354,10 +355,10 @@ func (u *upload) finishBody() {
 	if r == nil {
 		return
 	}
-	if cl := ctx.Request.Header.ContentLength(); (cl < 0 || int64(cl)-u.body.consumed() <= maxQuietDrain) && u.c.drainQuietly(r) {
+	if cl := ctx.Request.Header.ContentLength(); (cl < 0 || int64(cl)-u.body.consumed() <= clientconn.MaxQuietDrain) && u.c.drainQuietly(r) {
 		return
 	}
-	closeAfterAnswer(ctx)
+	clientconn.CloseAfterAnswer(ctx)
 }
 
 // uploadBody reads the request body, failing once more than maxUploadBodyBytes have been
@@ -372,8 +373,8 @@ type uploadBody struct {
 	overBudget bool
 	readErr    error
 	// conn bounds a chunked body's framing as its bytes are read (see
-	// clientConn.boundChunked); nil for a body of declared length.
-	conn *clientConn
+	// clientconn.Conn.BoundChunked); nil for a body of declared length.
+	conn *clientconn.Conn
 }
 
 // consumed returns how many bytes of the body have been read through b.
@@ -398,7 +399,7 @@ func (b *uploadBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	b.left -= int64(n)
 	if b.conn != nil {
-		b.conn.creditChunked(n)
+		b.conn.CreditChunked(n)
 	}
 	if b.budget > 0 {
 		b.budget -= int64(n)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/clientconn"
 	"github.com/modelgate/gateway/proxy/upstream"
 )
 
@@ -206,15 +207,15 @@ func (c *call) rename(pm providerModel, path string, body []byte, ask bool) (str
 var errRename = errors.New("proxy: cannot put the deployment's model name in the body")
 
 // watchClient has the client's leaving cancel the upstream call (see
-// clientConn.watchPeer), once per call: every send of a failover shares the
+// clientconn.Conn.WatchPeer), once per call: every send of a failover shares the
 // watch, which ends when the call is released.
 func (c *call) watchClient() {
 	if c.client != nil {
 		return
 	}
-	if cc, ok := c.ctx.Conn().(*clientConn); ok {
+	if cc, ok := c.ctx.Conn().(*clientconn.Conn); ok {
 		c.client = cc
-		cc.watchPeer(&c.watch, &c.cancel)
+		cc.WatchPeer(&c.watch, &c.cancel)
 	}
 }
 
@@ -225,7 +226,7 @@ func (c *call) noteClientGone() {
 	if c.client == nil || c.status == statusClientGone {
 		return
 	}
-	if c.cancel.Canceled() || c.client.writeFailed.Load() {
+	if c.cancel.Canceled() || c.client.WriteFailed() {
 		c.status, c.reason, c.cause = statusClientGone, "client_gone", nil
 	}
 }
@@ -306,7 +307,7 @@ func (c *call) relay() {
 		tap = c
 	}
 	size := c.up.Stream(out, c.family, c.ep == epResponsesCreate, tap)
-	if cc, ok := c.ctx.Conn().(*clientConn); ok {
+	if cc, ok := c.ctx.Conn().(*clientconn.Conn); ok {
 		c.up.SetTail(cc)
 	}
 	c.done = true // ownership passes to the body stream: Close releases the call
@@ -318,15 +319,16 @@ func (c *call) relay() {
 }
 
 // begin copies the answer's status and headers to out: a stream's and a
-// small whole answer's through the client's connection (see splice.go), a
-// larger one's header by header.
+// small whole answer's through the client's connection (see
+// clientconn.Conn.TakeSplice), a larger one's header by header.
 func (c *call) begin(out *fasthttp.Response) {
-	if c.up.Streamed() || len(out.Body()) <= spliceMaxBody {
-		if cc, ok := c.ctx.Conn().(*clientConn); ok {
-			if lines := cc.takeSplice(); lines != nil {
+	if c.up.Streamed() || len(out.Body()) <= clientconn.SpliceMaxBody {
+		if cc, ok := c.ctx.Conn().(*clientconn.Conn); ok {
+			if lines := cc.TakeSplice(); lines != nil {
 				var ok bool
-				c.status, lines, ok = c.up.BeginLines(out, lines, spliceName, spliceValue)
-				cc.tookSplice(lines, ok)
+				name, value := clientconn.SpliceMark()
+				c.status, lines, ok = c.up.BeginLines(out, lines, name, value)
+				cc.TookSplice(lines, ok)
 				return
 			}
 		}

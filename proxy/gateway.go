@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/admin"
+	"github.com/modelgate/gateway/proxy/clientconn"
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/keys"
@@ -185,26 +186,27 @@ func (g *Gateway) route(ctx *fasthttp.RequestCtx) {
 // holdAnswer has the client's connection hold back a whole answer, which
 // fasthttp writes after the handler, until the server reads for the next
 // request: the answer is then written inside that read's wait, which saves
-// the read that would find nothing (see clientConn.awaitNext). A streamed
+// the read that would find nothing (see clientconn.Conn.Read). A streamed
 // answer is not held: its bytes go as they come, and its relay holds its end
 // itself (upstream.Relay's tail); nor is one a hijacked connection writes.
 //
-// An answer whose head the connection completes (see splice.go) is armed for
-// it here, or given its headers back when it is not held; a stream's first
-// bytes are then held until its head is complete, and sent at once.
+// An answer whose head the connection completes (see
+// clientconn.Conn.ArmSplice) is armed for it here, or given its headers back
+// when it is not held; a stream's first bytes are then held until its head
+// is complete, and sent at once.
 func holdAnswer(ctx *fasthttp.RequestCtx) {
-	cc, ok := ctx.Conn().(*clientConn)
+	cc, ok := ctx.Conn().(*clientconn.Conn)
 	if !ok {
 		return
 	}
 	switch {
 	case ctx.Hijacked():
-		cc.armSplice(&ctx.Response, heldNot)
+		cc.ArmSplice(&ctx.Response, clientconn.HeldNot)
 	case ctx.Response.IsBodyStream():
-		cc.armSplice(&ctx.Response, heldHead)
+		cc.ArmSplice(&ctx.Response, clientconn.HeldHead)
 	default:
 		cc.HoldTail()
-		cc.armSplice(&ctx.Response, heldWhole)
+		cc.ArmSplice(&ctx.Response, clientconn.HeldWhole)
 	}
 }
 
@@ -254,14 +256,14 @@ var (
 
 // headFault returns why a head fasthttp read is refused, or nil: a chunked
 // request with a Content-Length too (framedTwice), a head that ends without
-// CRLF CRLF (headEndsBadly), a request line of another version than HTTP/1.1
+// CRLF CRLF (clientconn.HeadEndsBadly), a request line of another version than HTTP/1.1
 // or HTTP/1.0, which fasthttp reads as "HTTP/d.d" and serves as 1.0 (505,
 // RFC 9110 section 15.6.6).
 func headFault(h *fasthttp.RequestHeader) *Error {
 	switch proto := h.Protocol(); {
 	case framedTwice(h):
 		return errFramedTwice
-	case headEndsBadly(h.RawHeaders()):
+	case clientconn.HeadEndsBadly(h.RawHeaders()):
 		return &headEndError
 	case string(proto) != "HTTP/1.1" && string(proto) != "HTTP/1.0":
 		return &Error{Status: 505, Reason: "http_version",
@@ -278,7 +280,7 @@ func (g *Gateway) refuseHead(ctx *fasthttp.RequestCtx, e *Error) {
 	defer c.end()
 	c.fail(e)
 	c.bodyDone = true // the body is not read: the connection closes
-	closeAfterAnswer(ctx)
+	clientconn.CloseAfterAnswer(ctx)
 }
 
 // requestError is the server's ErrorHandler: it answers a request fasthttp
@@ -294,14 +296,14 @@ func (g *Gateway) requestError(ctx *fasthttp.RequestCtx, err error) {
 		e = &Error{Status: 431, Reason: "header_too_large", Message: "the request's header is larger than the gateway reads"}
 	case errors.As(err, &nerr) && nerr.Timeout():
 		e = &Error{Status: 408, Reason: "request_timeout", Message: "the request did not arrive in time"}
-	case errors.Is(err, errHeadEnd):
+	case errors.Is(err, clientconn.ErrHeadEnd):
 		e = &headEndError
 	}
 	// fasthttp has reset the header it could not read: the family comes from
 	// the request line as the connection received it.
 	var head []byte
-	if cc, ok := ctx.Conn().(*clientConn); ok {
-		head = cc.requestHead()
+	if cc, ok := ctx.Conn().(*clientconn.Conn); ok {
+		head = cc.RequestHead()
 	}
 	c := g.acquireCall(ctx, familyOfRequestLine(head), epOther)
 	defer c.end()

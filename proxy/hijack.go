@@ -1,17 +1,16 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy/clientconn"
 )
 
 // A streamed SSE answer is written from a goroutine of its own once its head
@@ -26,7 +25,7 @@ import (
 // goroutine, and runs the stream's heldStream.serve on a new goroutine,
 // whose stack starts small. serve writes the head fasthttp would have
 // written, byte for byte (its bytes built by fasthttp from the response,
-// with the answer's lines spliced in: see splice.go), then each relayed
+// with the answer's lines spliced in: see clientconn.Conn.SpliceHead), then each relayed
 // write of events as one chunk, then the chunked body's end, each in one
 // write to the client's connection, whose idle write deadline, held tail and
 // client-gone watch work as they do for fasthttp's writes. The read buffer
@@ -60,7 +59,7 @@ type streamConns struct {
 	closing bool          // a shutdown waits: connections are not served again
 	// waiting are the connections whose next request is awaited after a
 	// stream (see awaitRequest); a shutdown closes them.
-	waiting map[*clientConn]struct{}
+	waiting map[*clientconn.Conn]struct{}
 }
 
 // serveWith notes the server that serves the gateway's client connections.
@@ -138,14 +137,14 @@ func (s *streamConns) wait(ctx context.Context) error {
 // and a client that leaves it gets no answer; it serves a connection given
 // to it as one whose first request is being read. So the wait is made here,
 // and a shutdown closes the connections waiting (see wait).
-func (s *streamConns) awaitRequest(cc *clientConn, srv *fasthttp.Server) bool {
+func (s *streamConns) awaitRequest(cc *clientconn.Conn, srv *fasthttp.Server) bool {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		return false
 	}
 	if s.waiting == nil {
-		s.waiting = make(map[*clientConn]struct{})
+		s.waiting = make(map[*clientconn.Conn]struct{})
 	}
 	s.waiting[cc] = struct{}{}
 	s.mu.Unlock()
@@ -161,7 +160,7 @@ func (s *streamConns) awaitRequest(cc *clientConn, srv *fasthttp.Server) bool {
 	if idle > 0 && cc.SetReadDeadline(time.Now().Add(idle)) != nil {
 		return false
 	}
-	return cc.readNext()
+	return cc.ReadNext()
 }
 
 // WaitStreams is for a shutdown, after the server's: the streams written
@@ -176,7 +175,7 @@ func (g *Gateway) WaitStreams(ctx context.Context) error { return g.streams.wait
 // of the gateway's listener is, to an HTTP/1.1 request other than HEAD,
 // while the gateway does not drain: the others are fasthttp's to write.
 func (c *call) hijackStream(size int) bool {
-	cc, ok := c.ctx.Conn().(*clientConn)
+	cc, ok := c.ctx.Conn().(*clientconn.Conn)
 	if !ok || size != -1 || !c.up.SSE() || c.ctx.IsHead() || !c.ctx.Request.Header.IsHTTP11() ||
 		c.g.obs.draining.Load() {
 		return false
@@ -198,31 +197,16 @@ func (c *call) hijackStream(size int) bool {
 // answer in the call's response, and reports whether the connection is kept
 // alive after it: fasthttp's choice, but for a shutdown, which hijackStream
 // left to fasthttp.
-func (c *call) streamHead(cc *clientConn, hs *heldStream) (keep bool) {
+func (c *call) streamHead(cc *clientconn.Conn, hs *heldStream) (keep bool) {
 	h := &c.ctx.Response.Header
 	keep = !c.ctx.Request.Header.ConnectionClose() && !h.ConnectionClose()
 	if !keep {
 		h.SetConnectionClose()
 	}
 	h.SetContentLength(-1) // chunked, as fasthttp writes a stream of unknown size
-	hs.head = splicePool.Get().(*[]byte)
-	*hs.head = cc.spliceHead(h.AppendBytes((*hs.head)[:0]))
+	hs.head = clientconn.AcquireHeadBuffer()
+	*hs.head = cc.SpliceHead(h.AppendBytes((*hs.head)[:0]))
 	return keep
-}
-
-// spliceHead puts the answer's lines in the place of the mark in head, the
-// bytes of a head fasthttp built, and forgets them (see splice.go).
-func (c *clientConn) spliceHead(head []byte) []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.splice.state != spliceTaken {
-		return head
-	}
-	if i := bytes.Index(head, spliceLine); i >= 0 {
-		head = c.putLines(head, i)
-	}
-	c.dropSplice()
-	return head
 }
 
 // heldStream writes a hijacked stream (see above). It is the io.Writer the
@@ -230,9 +214,9 @@ func (c *clientConn) spliceHead(head []byte) []byte {
 // by hijackStream, put back by serve.
 type heldStream struct {
 	c         *call
-	cc        *clientConn
+	cc        *clientconn.Conn
 	srv       *fasthttp.Server
-	head      *[]byte // the answer's head, until it is written (splicePool)
+	head      *[]byte // the answer's head, until it is written (clientconn.AcquireHeadBuffer)
 	flushHead bool    // the head leaves at once, not with the first events
 	keep      bool    // the head did not say Connection: close
 	run       func(net.Conn)
@@ -252,7 +236,7 @@ func acquireHeldStream() *heldStream {
 // serve is the hijack handler: it writes the stream, ends the call, and
 // serves the connection again when it is kept alive. fasthttp closes the
 // connection once serve returns, and frees the request's reader and
-// RequestCtx: the connection is served again as a new clientConn (handOver),
+// RequestCtx: the connection is served again as a new clientconn.Conn (HandOver),
 // and the one fasthttp closes no longer closes the socket, which may be
 // another stream's by then (a second stream hijacks it, and ServeConn
 // returns).
@@ -262,35 +246,14 @@ func (hs *heldStream) serve(conn net.Conn) {
 	keep, cc, srv := hs.keep && whole, hs.cc, hs.srv
 	hs.c, hs.cc, hs.srv = nil, nil, nil
 	heldStreamPool.Put(hs)
-	if !g.streams.end() || !keep || !cc.takeBuffered(conn) ||
-		len(cc.resume.pending) == 0 && !g.streams.awaitRequest(cc, srv) || g.obs.draining.Load() {
+	if !g.streams.end() || !keep || !cc.TakeBuffered(conn) ||
+		!cc.NextBuffered() && !g.streams.awaitRequest(cc, srv) || g.obs.draining.Load() {
 		return
 	}
-	if next := cc.handOver(); next != nil {
+	if next := cc.HandOver(); next != nil {
 		srv.ServeConn(next) // it closes next, unless a stream hijacks it
 	}
 }
-
-// handOver returns a new clientConn for c's socket, to be served again with
-// the bytes of the next request c read, after it sent what it held back;
-// nil when that failed. c is left a shell whose Close does not close the
-// socket.
-func (c *clientConn) handOver() *clientConn {
-	if c.sendHeld() != nil {
-		return nil
-	}
-	n := &clientConn{Conn: c.Conn, idle: c.idle, raw: c.raw}
-	n.resume = resumeState{on: true, pending: c.resume.pending}
-	n.counted.Store(c.counted.Swap(false))
-	c.Conn, c.resume.pending = handedOver{c.Conn}, nil
-	return n
-}
-
-// handedOver is a socket that another clientConn serves now: closing the
-// one it was handed over from leaves it open.
-type handedOver struct{ net.Conn }
-
-func (handedOver) Close() error { return nil }
 
 // relay writes the head and the body, then ends the call, and reports
 // whether the stream was written whole. A panic in the relay ends the call
@@ -325,8 +288,8 @@ func (hs *heldStream) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil // an empty chunk would end the body
 	}
-	bp := heldPool.Get().(*[]byte)
-	defer heldPool.Put(bp)
+	bp := clientconn.AcquireWriteBuffer()
+	defer clientconn.ReleaseWriteBuffer(bp)
 	b := (*bp)[:0]
 	if hs.head != nil {
 		if len(*hs.head)+len(p)+chunkFraming > cap(b) {
@@ -373,83 +336,7 @@ func (hs *heldStream) writeHead() error {
 
 func (hs *heldStream) dropHead() {
 	if hs.head != nil {
-		*hs.head = (*hs.head)[:0]
-		splicePool.Put(hs.head)
+		clientconn.ReleaseHeadBuffer(hs.head)
 		hs.head = nil
 	}
-}
-
-// resumeState is a client connection's state once a stream written outside
-// the server ended and the server serves it again.
-type resumeState struct {
-	on      bool   // the connection was served again after a stream
-	noWait  bool   // a read returns errNoWait instead of reading the socket
-	pending []byte // bytes of the next request the server's reader held
-}
-
-// errNoWait ends a read that takeBuffered makes: the socket is not read.
-var errNoWait = errors.New("the connection is not read")
-
-// takeBuffered keeps, for the next reads of the connection, the bytes that
-// the hijacked connection's reader r (fasthttp's, with the request's head and
-// body read from it) holds past the stream's request: a request the client
-// pipelined behind it. It reports false when r failed (then the connection
-// closes).
-func (c *clientConn) takeBuffered(r net.Conn) bool {
-	c.resume.on, c.resume.noWait = true, true
-	defer func() { c.resume.noWait = false }()
-	if cap(c.resume.pending) < awaitedRead {
-		c.resume.pending = make([]byte, 0, awaitedRead) // once a connection
-	}
-	b := c.resume.pending[:0]
-	for {
-		if len(b) == cap(b) {
-			b = slices.Grow(b, awaitedRead)
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		switch {
-		case err == errNoWait:
-			c.resume.pending = b
-			return true
-		case err != nil:
-			return false
-		}
-	}
-}
-
-// awaitedRead is how much of the next request awaitRequest reads.
-const awaitedRead = 1 << 10
-
-// readNext reads the first bytes of the client's next request into
-// resume.pending, after what is held back (the stream's end), and reports
-// whether any came. They are read again by the server, as new.
-func (c *clientConn) readNext() bool {
-	if cap(c.resume.pending) < awaitedRead {
-		c.resume.pending = make([]byte, 0, awaitedRead)
-	}
-	p := c.resume.pending[:awaitedRead]
-	n, _ := c.Read(p)
-	c.begun, c.headBytes = false, nil // the server's read of them begins the request
-	c.resume.pending = p[:n]
-	return n > 0
-}
-
-// readResumed is Read on a connection served again after a stream: the
-// bytes takeBuffered kept come first, after what is held back. ok is false
-// when the read is Read's to make.
-func (c *clientConn) readResumed(p []byte) (n int, ok bool, err error) {
-	if c.resume.noWait {
-		return 0, true, errNoWait
-	}
-	if len(c.resume.pending) == 0 {
-		return 0, false, nil
-	}
-	if err := c.sendHeld(); err != nil {
-		return 0, true, err
-	}
-	n = copy(p, c.resume.pending)
-	c.resume.pending = c.resume.pending[:copy(c.resume.pending, c.resume.pending[n:])]
-	n, err = c.took(p, n, nil)
-	return n, true, err
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/clientconn"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/upstream"
 )
@@ -122,7 +123,7 @@ func (c *call) readBodyStream(limit, cl int) bool {
 		buf = slices.Grow(buf, cl+1)
 	}
 	r := c.ctx.RequestBodyStream()
-	cc := c.boundChunked(chunkSlack)
+	cc := c.boundChunked(clientconn.ChunkSlack)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
@@ -134,7 +135,7 @@ func (c *call) readBodyStream(limit, cl int) bool {
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if cc != nil {
-			cc.creditChunked(n)
+			cc.CreditChunked(n)
 		}
 		if len(buf) > limit {
 			c.body = buf
@@ -162,7 +163,7 @@ func (c *call) readBodyStream(limit, cl int) bool {
 func chunkFramingTooLarge() *Error {
 	return &Error{Status: 413, Reason: "chunk_framing_too_large",
 		Message: "the chunked body's size lines and extensions are larger than allowed: " +
-			strconv.Itoa(chunkSlack) + " bytes, and " + strconv.Itoa(chunkCredit) + " for each byte of body"}
+			strconv.Itoa(clientconn.ChunkSlack) + " bytes, and " + strconv.Itoa(clientconn.ChunkCredit) + " for each byte of body"}
 }
 
 func bodyTooLarge(limit int) *Error {

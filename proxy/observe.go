@@ -55,7 +55,7 @@ type observer struct {
 	store    *observedStore
 	draining atomic.Bool
 	// acceptErrs counts the failed accepts of each listener; refused the
-	// client connections closed to keep descriptors (see listener.go).
+	// client connections closed to keep descriptors (see listeners.go).
 	acceptErrs [numListeners]*metrics.Counter
 	refused    *metrics.Counter
 	// traceCounters count the spans that did not reach the collector.

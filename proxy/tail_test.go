@@ -11,7 +11,7 @@ import (
 )
 
 // Pipelined streamed calls on one connection each get their whole answer, in
-// order: the end of a stream held back for one write (see clientConn.HoldTail)
+// order: the end of a stream held back for one write (see clientconn.Conn.HoldTail)
 // leaves before the next answer, and a last call with Connection: close gets
 // its end before the connection closes.
 func TestPipelinedStreamsEndWhole(t *testing.T) {

@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"errors"
@@ -33,7 +33,7 @@ func loopbackPair(t *testing.T) (client, server net.Conn) {
 // force, an earlier one and clearing take effect at once.
 func TestClientReadDeadline(t *testing.T) {
 	client, server := loopbackPair(t)
-	c := &clientConn{Conn: server, idle: time.Minute}
+	c := &Conn{Conn: server, idle: time.Minute}
 	buf := make([]byte, 1)
 
 	first := time.Now().Add(time.Hour)
@@ -77,7 +77,7 @@ func TestClientReadDeadline(t *testing.T) {
 	}
 }
 
-// countConn counts the writes that reach the connection under a clientConn.
+// countConn counts the writes that reach the connection under a Conn.
 type countConn struct {
 	net.Conn
 	writes int
@@ -95,10 +95,10 @@ func (c *countConn) Write(p []byte) (int, error) {
 func TestClientHoldsTheTail(t *testing.T) {
 	for _, end := range []struct {
 		name string
-		do   func(c *clientConn) error
+		do   func(c *Conn) error
 	}{
-		{"read", func(c *clientConn) error { _, err := c.Read(make([]byte, 1)); return err }},
-		{"read deadline, then read", func(c *clientConn) error {
+		{"read", func(c *Conn) error { _, err := c.Read(make([]byte, 1)); return err }},
+		{"read deadline, then read", func(c *Conn) error {
 			if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
 				return err
 			}
@@ -108,15 +108,15 @@ func TestClientHoldsTheTail(t *testing.T) {
 			_, err := c.Read(make([]byte, 1))
 			return err
 		}},
-		{"write deadline", func(c *clientConn) error { return c.SetWriteDeadline(time.Time{}) }},
-		{"deadline", func(c *clientConn) error { return c.SetDeadline(time.Time{}) }},
-		{"close write", func(c *clientConn) error { return c.CloseWrite() }},
-		{"close", func(c *clientConn) error { return c.Close() }},
+		{"write deadline", func(c *Conn) error { return c.SetWriteDeadline(time.Time{}) }},
+		{"deadline", func(c *Conn) error { return c.SetDeadline(time.Time{}) }},
+		{"close write", func(c *Conn) error { return c.CloseWrite() }},
+		{"close", func(c *Conn) error { return c.Close() }},
 	} {
 		t.Run(end.name, func(t *testing.T) {
 			client, server := loopbackPair(t)
 			under := &countConn{Conn: server}
-			c := &clientConn{Conn: under, idle: time.Minute}
+			c := &Conn{Conn: under, idle: time.Minute}
 			if _, err := client.Write([]byte{'x'}); err != nil { // what "read" reads
 				t.Fatal(err)
 			}
@@ -155,7 +155,7 @@ func TestClientHoldsTheTail(t *testing.T) {
 func TestClientHoldOverflow(t *testing.T) {
 	client, server := loopbackPair(t)
 	under := &countConn{Conn: server}
-	c := &clientConn{Conn: under, idle: time.Minute}
+	c := &Conn{Conn: under, idle: time.Minute}
 	c.HoldTail()
 	first := strings.Repeat("a", heldCap-4)
 	second := strings.Repeat("b", 8)
@@ -177,7 +177,7 @@ func TestClientHoldOverflow(t *testing.T) {
 // while the server still writes its held tail neither races nor loses order.
 func TestClientHoldCloseRace(t *testing.T) {
 	_, server := loopbackPair(t)
-	c := &clientConn{Conn: server, idle: time.Minute}
+	c := &Conn{Conn: server, idle: time.Minute}
 	c.HoldTail()
 	done := make(chan struct{})
 	go func() {
@@ -220,20 +220,20 @@ func (c *scriptConn) SetWriteDeadline(time.Time) error { return nil }
 // Continue are read as they come.
 func TestClientRefusesMoreOfABadHead(t *testing.T) {
 	buf := make([]byte, 256)
-	read := func(c *clientConn, at int) (int, error) { return c.Read(buf[at:]) }
+	read := func(c *Conn, at int) (int, error) { return c.Read(buf[at:]) }
 
 	// The bad head, then the server asks for more right after it.
-	c := &clientConn{Conn: &scriptConn{reads: []string{"GET / HTTP/1.1\r\nHost: gw\n\n", "more"}}}
+	c := &Conn{Conn: &scriptConn{reads: []string{"GET / HTTP/1.1\r\nHost: gw\n\n", "more"}}}
 	n, err := read(c, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := read(c, n); !errors.Is(err, errHeadEnd) {
+	if _, err := read(c, n); !errors.Is(err, ErrHeadEnd) {
 		t.Fatalf("more of a bad head: %v", err)
 	}
 
 	// The same bytes, but the next read goes elsewhere: not a head any more.
-	c = &clientConn{Conn: &scriptConn{reads: []string{"GET / HTTP/1.1\r\nHost: gw\n\n", "body"}}}
+	c = &Conn{Conn: &scriptConn{reads: []string{"GET / HTTP/1.1\r\nHost: gw\n\n", "body"}}}
 	if _, err := read(c, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestClientRefusesMoreOfABadHead(t *testing.T) {
 	}
 
 	// A head split over reads, ending well, then its body in the same buffer.
-	c = &clientConn{Conn: &scriptConn{reads: []string{"GET / HTTP/1.1\r\nHost", ": gw\r\n\r\n", "{\n\n}"}}}
+	c = &Conn{Conn: &scriptConn{reads: []string{"GET / HTTP/1.1\r\nHost", ": gw\r\n\r\n", "{\n\n}"}}}
 	at := 0
 	for i := 0; i < 3; i++ {
 		n, err := read(c, at)
@@ -253,7 +253,7 @@ func TestClientRefusesMoreOfABadHead(t *testing.T) {
 	}
 
 	// After a 100 Continue, the body in pieces is no head, bare LFs and all.
-	c = &clientConn{Conn: &scriptConn{reads: []string{"POST / HTTP/1.1\r\nHost: gw\r\nExpect: 100-continue\r\n\r\n", "{\n\n", "}"}}}
+	c = &Conn{Conn: &scriptConn{reads: []string{"POST / HTTP/1.1\r\nHost: gw\r\nExpect: 100-continue\r\n\r\n", "{\n\n", "}"}}}
 	n, err = read(c, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 // lines of the connection's headSplice (upstream.Relay.BeginLines), and the
 // response gets one header in their place: the mark, whose name is made of
 // random bytes when the process starts. The connection holds a whole answer
-// back until the next read (holdAnswer), and a stream's first bytes until its
+// back until the next read (proxy's holdAnswer), and a stream's first bytes until its
 // head is complete; as fasthttp writes them, the held bytes are searched for
 // the mark's line, which is replaced by the lines. The client gets the head
 // Begin would have made, byte for byte.
@@ -34,11 +34,11 @@ import (
 // response changed after the answer began (an error written instead) and one
 // on a hijacked connection take fasthttp's calls as before.
 
-// spliceMaxBody bounds the body of a whole answer whose head is spliced: the
+// SpliceMaxBody bounds the body of a whole answer whose head is spliced: the
 // bytes held while the mark is looked for are its and at most fasthttp's
 // write buffer of the answers before it. A larger body makes the head's cost
 // small. A stream's head is held alone: it is sent once the mark is replaced.
-const spliceMaxBody = 16 << 10
+const SpliceMaxBody = 16 << 10
 
 var (
 	spliceName  = newSpliceName()
@@ -62,14 +62,14 @@ type headSplice struct {
 	flush bool // a stream's head: sent as soon as the mark is replaced
 }
 
-// spliceHold says how the connection holds the answer whose handler
-// returned (see armSplice).
-type spliceHold uint8
+// SpliceHold says how the connection holds the answer whose handler
+// returned (see ArmSplice).
+type SpliceHold uint8
 
 const (
-	heldWhole spliceHold = iota // a whole answer, held until the next read
-	heldHead                    // a stream: its head, held until the mark is replaced
-	heldNot                     // not held (a hijacked connection)
+	HeldWhole SpliceHold = iota // a whole answer, held until the next read
+	HeldHead                    // a stream: its head, held until the mark is replaced
+	HeldNot                     // not held (a hijacked connection)
 )
 
 type spliceState uint8
@@ -82,9 +82,25 @@ const (
 
 var splicePool = sync.Pool{New: func() any { b := make([]byte, 0, 2<<10); return &b }}
 
-// takeSplice returns the buffer for an answer's lines when the connection can
+// SpliceMark returns the name and the value of the header that stands for
+// an answer's lines in the response (see TakeSplice): valid for the
+// process's life, never to be changed.
+func SpliceMark() (name, value []byte) { return spliceName, spliceValue }
+
+// AcquireHeadBuffer returns an empty buffer for an answer's head, from the
+// pool of the answers' lines; ReleaseHeadBuffer gives it back.
+func AcquireHeadBuffer() *[]byte { return splicePool.Get().(*[]byte) }
+
+// ReleaseHeadBuffer gives back a buffer of AcquireHeadBuffer; b is not used
+// after.
+func ReleaseHeadBuffer(b *[]byte) {
+	*b = (*b)[:0]
+	splicePool.Put(b)
+}
+
+// TakeSplice returns the buffer for an answer's lines when the connection can
 // splice one now: not while an answer before it is still looked for.
-func (c *clientConn) takeSplice() []byte {
+func (c *Conn) TakeSplice() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.splice.state != spliceNone || c.splice.lines != nil {
@@ -94,9 +110,9 @@ func (c *clientConn) takeSplice() []byte {
 	return (*c.splice.lines)[:0]
 }
 
-// tookSplice keeps the lines an answer's head put in the buffer takeSplice
+// TookSplice keeps the lines an answer's head put in the buffer TakeSplice
 // gave, when ok, and gives the buffer back otherwise.
-func (c *clientConn) tookSplice(lines []byte, ok bool) {
+func (c *Conn) TookSplice(lines []byte, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !ok {
@@ -108,7 +124,7 @@ func (c *clientConn) tookSplice(lines []byte, ok bool) {
 }
 
 // dropSplice forgets the lines in waiting (under mu).
-func (c *clientConn) dropSplice() {
+func (c *Conn) dropSplice() {
 	if c.splice.lines != nil {
 		*c.splice.lines = (*c.splice.lines)[:0]
 		splicePool.Put(c.splice.lines)
@@ -116,12 +132,12 @@ func (c *clientConn) dropSplice() {
 	c.splice = headSplice{}
 }
 
-// armSplice is called once the handler of an answer that took the splice
+// ArmSplice is called once the handler of an answer that took the splice
 // returned: if resp still carries the mark and the connection holds the
 // answer (how), its bytes are searched for the mark as they come; a stream's
 // are held for that alone, and sent once it is replaced. If resp carries the
 // mark and is not held, the lines go back into it as headers.
-func (c *clientConn) armSplice(resp *fasthttp.Response, how spliceHold) {
+func (c *Conn) ArmSplice(resp *fasthttp.Response, how SpliceHold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.splice.state != spliceTaken {
@@ -133,7 +149,7 @@ func (c *clientConn) armSplice(resp *fasthttp.Response, how spliceHold) {
 	}
 	// A whole answer replaced by a large one is not held for the search.
 	// (Body is not asked of a stream: it would read the stream.)
-	if how == heldNot || how == heldWhole && len(resp.Body()) > spliceMaxBody {
+	if how == HeldNot || how == HeldWhole && len(resp.Body()) > SpliceMaxBody {
 		resp.Header.DelBytes(spliceName)
 		for lines := *c.splice.lines; len(lines) > 0; {
 			line, rest, _ := bytes.Cut(lines, []byte("\r\n"))
@@ -144,7 +160,7 @@ func (c *clientConn) armSplice(resp *fasthttp.Response, how spliceHold) {
 		c.dropSplice()
 		return
 	}
-	if how == heldHead {
+	if how == HeldHead {
 		c.holding.Store(true)
 		c.splice.flush = true
 	}
@@ -158,7 +174,7 @@ func (c *clientConn) armSplice(resp *fasthttp.Response, how spliceHold) {
 // bytes are searched for its line, which is replaced by the lines once
 // found. Past heldCap, what is held is sent but for the bytes that may begin
 // the mark's line; once the mark is found, what is held goes as hold sends it.
-func (c *clientConn) holdSpliced(p []byte) error {
+func (c *Conn) holdSpliced(p []byte) error {
 	if c.held == nil {
 		c.held = heldPool.Get().(*[]byte)
 	}
@@ -181,7 +197,7 @@ func (c *clientConn) holdSpliced(p []byte) error {
 }
 
 // putLines replaces the mark's line at h[at:] by the lines, and returns h.
-func (c *clientConn) putLines(h []byte, at int) []byte {
+func (c *Conn) putLines(h []byte, at int) []byte {
 	lines := *c.splice.lines
 	end, n := at+len(spliceLine), len(h)
 	grow := len(lines) - len(spliceLine)
@@ -195,7 +211,7 @@ func (c *clientConn) putLines(h []byte, at int) []byte {
 
 // sendSearched sends the held bytes that the search for the mark has passed
 // (under mu); holding goes on.
-func (c *clientConn) sendSearched() error {
+func (c *Conn) sendSearched() error {
 	if c.held == nil || c.splice.from == 0 {
 		return nil
 	}
@@ -211,7 +227,7 @@ func (c *clientConn) sendSearched() error {
 // endSplice gives up the search for the mark, as the connection closes in
 // the middle of the answer's head: the held bytes that may begin the mark are
 // dropped, so that no part of its name leaves; the rest goes as it is.
-func (c *clientConn) endSplice() {
+func (c *Conn) endSplice() {
 	c.mu.Lock()
 	if c.splice.state == spliceArmed {
 		if c.held != nil {

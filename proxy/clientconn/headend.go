@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"bytes"
@@ -15,25 +15,26 @@ import (
 //   - while fasthttp waits: the client connection sees the server ask for more
 //     of a head whose bytes it was given already hold its end (headScan, run
 //     only on heads that take more than one read), and fails the read with
-//     errHeadEnd, which requestError answers;
-//   - once fasthttp read one: serve looks at the end of its raw header block
-//     (headEndsBadly).
+//     ErrHeadEnd, which proxy's requestError answers;
+//   - once fasthttp read one: proxy's serve looks at the end of its raw header block
+//     (HeadEndsBadly).
 
-// errHeadEnd is the error of a client connection's read while fasthttp waits
+// ErrHeadEnd is the error of a client connection's read while fasthttp waits
 // for more of a head that ended without CRLF CRLF.
-var errHeadEnd = errors.New("the request head does not end with CRLF CRLF")
+var ErrHeadEnd = errors.New("the request head does not end with CRLF CRLF")
 
 var crlfCRLF = []byte("\r\n\r\n")
 
-// headEndsBadly reports whether the raw header block fasthttp read ends
+// HeadEndsBadly reports whether the raw header block fasthttp read ends
 // without CRLF CRLF. A head without header fields has an empty block, and
 // is not looked at: HTTP/1.1 requires Host.
-func headEndsBadly(raw []byte) bool {
+func HeadEndsBadly(raw []byte) bool {
 	return len(raw) > 0 && !bytes.HasSuffix(raw, crlfCRLF)
 }
 
 // headScan follows the head of a request through the reads that bring it,
-// line by line as fasthttp's reader splits it, until its empty line.
+// line by line as fasthttp's reader splits it, until its empty line. The
+// zero value is done (not open) until start; not safe for concurrent use.
 type headScan struct {
 	state     uint8 // headDone, headStart, headFields or headBad
 	lineLen   uint8 // bytes of the unfinished line read so far, counted up to 2

@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"errors"
@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-
-	"github.com/modelgate/gateway/proxy/upstream"
 )
 
 // A listener's Accept fails for want of a descriptor (EMFILE, ENFILE), of
@@ -31,7 +29,7 @@ const (
 	acceptLogEvery = 10 * time.Second
 )
 
-// acceptor is a listener whose Accept retries what fails (see above) until
+// acceptor is a listener whose accept retries what fails (see above) until
 // the listener is closed. Safe for concurrent use.
 type acceptor struct {
 	net.Listener
@@ -45,7 +43,8 @@ type acceptor struct {
 	loggedAt, unlogged atomic.Int64
 }
 
-// init sets a up to accept on ln; name labels its errors, counted in errs.
+// init sets a up to accept on ln; name labels its logged errors, counted in
+// errs.
 func (a *acceptor) init(ln net.Listener, name string, errs *metrics.Counter, log *slog.Logger) {
 	a.Listener, a.name, a.errs, a.log, a.done = ln, name, errs, log, make(chan struct{})
 }
@@ -106,10 +105,12 @@ func closedListener(err error) bool {
 }
 
 // AdminListener wraps ln, the admin listener, so that a failed accept does
-// not end its server (see acceptor).
-func (g *Gateway) AdminListener(ln net.Listener) net.Listener {
+// not end its server (see acceptor), its failures counted in errs; the
+// connections it accepts count among the process's descriptors (see
+// descriptors).
+func AdminListener(ln net.Listener, errs *metrics.Counter, log *slog.Logger) net.Listener {
 	l := new(adminListener)
-	l.init(ln, "admin", g.obs.acceptErrs[adminListenerLabel], g.log)
+	l.init(ln, "admin", errs, log)
 	return l
 }
 
@@ -138,24 +139,4 @@ func (c *fdConn) Close() error {
 		procFDs.others.Add(-1)
 	}
 	return c.Conn.Close()
-}
-
-// The listeners' labels in gateway_accept_errors_total.
-const (
-	clientListenerLabel = iota
-	adminListenerLabel
-	numListeners
-)
-
-var listenerNames = [numListeners]string{"client", "admin"}
-
-// observeListeners makes the listeners' and the descriptors' metrics. The
-// gauges are the process's: every gateway in it shows the same.
-func (o *observer) observeListeners() {
-	for i, name := range listenerNames {
-		o.acceptErrs[i] = o.set.NewCounter(`gateway_accept_errors_total{listener="` + name + `"}`)
-	}
-	o.refused = o.set.NewCounter("gateway_client_connections_refused_total")
-	o.set.NewGauge("gateway_client_connections", func() float64 { return float64(procFDs.clients.Load()) })
-	o.set.NewGauge("gateway_upstream_connections", func() float64 { return float64(upstream.OpenConns()) })
 }

@@ -1,86 +1,100 @@
-package proxy
+package clientconn
 
 import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/rawio"
 	"github.com/modelgate/gateway/proxy/upstream"
 )
 
-// Listener wraps the client-facing listener ln so that a client that stops
-// reading cannot pin an answer, and the upstream connection under it, for
-// ever: a write to its connection that makes no progress for
-// timeouts.client_write_idle fails, and fasthttp then drops the connection,
-// which ends the relay and frees the upstream connection. A slow client that
-// keeps reading keeps its stream: only a period without a byte taken counts.
-// An answer the provider finished meanwhile, and that fits
-// limits.max_held_answer_bytes, lets its upstream connection go before that
-// (see OnStall).
+// NewListener wraps the client-facing listener ln so that a client that
+// stops reading cannot pin an answer, and the upstream connection under it,
+// for ever: a write to its connection that makes no progress for
+// cfg.WriteIdle() fails, and fasthttp then drops the connection, which ends
+// the relay and frees the upstream connection. A slow client that keeps
+// reading keeps its stream: only a period without a byte taken counts. An
+// answer the provider finished meanwhile, and that fits the bound of a held
+// answer, lets its upstream connection go before that (see Conn.OnStall).
 //
 // A failed accept is retried, never returned (see acceptor), and a client
 // connection that would take the descriptors kept for upstream dials is
-// closed at once (see descriptors).
-func (g *Gateway) Listener(ln net.Listener) net.Listener {
-	l := &clientListener{g: g}
-	l.init(ln, "client", g.obs.acceptErrs[clientListenerLabel], g.log)
-	g.logDescriptors()
+// closed at once and counted in cfg.Refused (see descriptors). The
+// connections it accepts are *Conn.
+func NewListener(ln net.Listener, cfg ListenerConfig) net.Listener {
+	l := &listener{cfg: cfg}
+	l.init(ln, "client", cfg.Errs, cfg.Log)
+	LogDescriptors(cfg.Log)
 	return l
 }
 
-type clientListener struct {
-	acceptor
-	g *Gateway
+// ListenerConfig is what a client listener needs from the gateway.
+type ListenerConfig struct {
+	Errs    *metrics.Counter // failed accepts
+	Refused *metrics.Counter // connections closed to keep descriptors
+	Log     *slog.Logger
+	// Busy returns the upstream connections that serve calls (see
+	// descriptors.admitClient); WriteIdle the timeout of a write without progress in
+	// force, asked at each accept.
+	Busy      func() int64
+	WriteIdle func() time.Duration
 }
 
-func (l *clientListener) Accept() (net.Conn, error) {
+type listener struct {
+	acceptor
+	cfg ListenerConfig
+}
+
+func (l *listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.accept()
 		if err != nil {
 			return nil, err
 		}
-		if !procFDs.admitClient(time.Now(), l.g.upstreamBusy) {
-			l.g.obs.refused.Inc()
+		if !procFDs.admitClient(time.Now(), l.cfg.Busy) {
+			l.cfg.Refused.Inc()
 			c.Close()
 			continue
 		}
-		cc := newClientConn(c, l.g.state.Load().cfg.Timeouts.ClientWriteIdle.D())
+		cc := newConn(c, l.cfg.WriteIdle())
 		cc.counted.Store(true)
 		return cc, nil
 	}
 }
 
-// newClientConn wraps c, whose writes give up after idle without progress;
+// newConn wraps c, whose writes give up after idle without progress;
 // its reads and writes are rawio's when it is TCP.
-func newClientConn(c net.Conn, idle time.Duration) *clientConn {
-	cc := &clientConn{Conn: c, idle: idle}
+func newConn(c net.Conn, idle time.Duration) *Conn {
+	cc := &Conn{Conn: c, idle: idle}
 	if rc := rawio.Wrap(c); rc != nil {
 		cc.Conn, cc.raw = rc, rc
 	}
 	return cc
 }
 
-// clientConn is a client connection whose writes give up after idle without
+// Conn is a client connection whose writes give up after idle without
 // progress, and which can hold back the end of a stream so that it leaves in
 // one write (see HoldTail). Not safe for concurrent writes (fasthttp writes
 // from one goroutine per connection); Close may come from another goroutine
 // (fasthttp's shutdown closes idle connections).
-type clientConn struct {
+type Conn struct {
 	net.Conn // a rawio.Conn when the listener's is TCP
 	idle     time.Duration
 	// raw is Conn when it is a rawio.Conn, and sendStep sendNow as a method
 	// value, made at the first awaitNext.
 	raw      *rawio.Conn
 	sendStep func(write func([]byte) (int, error)) bool
-	// slow is set once a request did not come within awaitLimit of the answer
+	// slow is set once a request did not come within AwaitLimit of the answer
 	// before it, and cleared by one that did; early once the client sent a
 	// request before it had the answer before it (HTTP/1.1 pipelining). The
 	// next request is awaited (see awaitNext) while neither is set.
@@ -105,7 +119,7 @@ type clientConn struct {
 	readDeadline time.Time
 	bound        time.Time
 	// head holds the first bytes of the read that began the request being
-	// read (the first read since the last write), so that requestError can
+	// read (the first read since the last write), so that proxy's requestError can
 	// answer a request fasthttp could not parse in its family's shape.
 	head  [32]byte // "OPTIONS /v1/router/alpha" fits
 	headN uint8
@@ -120,17 +134,18 @@ type clientConn struct {
 	scan      headScan
 	draining  bool
 	// rawLeft is how many more bytes the request being served may read, its
-	// chunked body's framing included, once bounded (see boundChunked).
+	// chunked body's framing included, once bounded (see BoundChunked).
 	rawLeft    int64
 	rawBounded bool
-	// counted is set while the connection counts in procFDs.clients.
+	// counted is set while the connection counts among the client
+	// connections (procFDs.clients).
 	counted atomic.Bool
 	// writeFailed is set once a write to the client failed otherwise than by
 	// its idle deadline (the client is gone; one that stopped reading is
 	// not).
 	writeFailed atomic.Bool
 	// resume is the connection's state once served again after a stream
-	// written outside the server (see hijack.go).
+	// written outside the server (proxy's hijack.go).
 	resume resumeState
 }
 
@@ -140,27 +155,43 @@ const heldCap = 32<<10 + 64
 
 var heldPool = sync.Pool{New: func() any { b := make([]byte, 0, heldCap); return &b }}
 
+// AcquireWriteBuffer returns an empty buffer that holds a relay's largest
+// write and its chunk framing in one write to a Conn. ReleaseWriteBuffer
+// gives it back once the write returned.
+func AcquireWriteBuffer() *[]byte { return heldPool.Get().(*[]byte) }
+
+// ReleaseWriteBuffer gives back a buffer of AcquireWriteBuffer; b is not
+// used after.
+func ReleaseWriteBuffer(b *[]byte) {
+	*b = (*b)[:0]
+	heldPool.Put(b)
+}
+
 // HoldTail holds back the writes that follow, until the next read, write
 // deadline change or close, which sends them in one write. An SSE relay calls
 // it before the last events of a stream: fasthttp writes them, then the
 // chunked body's end in two more flushes, then reads the next request. The
-// gateway calls it after the handler of a whole answer (holdAnswer), which
+// gateway calls it after the handler of a whole answer (proxy's holdAnswer), which
 // fasthttp then writes. Bytes that would not fit in heldCap are sent at once,
 // after what was held.
-func (c *clientConn) HoldTail() { c.holding.Store(true) }
+func (c *Conn) HoldTail() { c.holding.Store(true) }
 
 // OnStall has a write to the connection that finds no room in the socket's
 // buffer call *f before it waits (see rawio.Conn.OnStall): a relay then takes
 // a finished answer off its upstream connection while the client does not
 // read (upstream.Stalls). nil stops it; a connection that is not TCP never
 // calls f.
-func (c *clientConn) OnStall(f *func()) {
+func (c *Conn) OnStall(f *func()) {
 	if c.raw != nil {
 		c.raw.OnStall(f)
 	}
 }
 
-func (c *clientConn) Write(p []byte) (int, error) {
+// WriteFailed reports whether a write to the client failed otherwise than by
+// its idle deadline: the client is gone.
+func (c *Conn) WriteFailed() bool { return c.writeFailed.Load() }
+
+func (c *Conn) Write(p []byte) (int, error) {
 	if c.holding.Load() {
 		held, err := c.hold(p)
 		if err != nil {
@@ -176,7 +207,7 @@ func (c *clientConn) Write(p []byte) (int, error) {
 // hold keeps p with the bytes held back, and reports whether it did. When p
 // would not fit, what is held is sent and holding ends: p is the caller's to
 // write. Nothing is held once a Close from another goroutine sent it.
-func (c *clientConn) hold(p []byte) (bool, error) {
+func (c *Conn) hold(p []byte) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.holding.Load() {
@@ -196,7 +227,7 @@ func (c *clientConn) hold(p []byte) (bool, error) {
 }
 
 // sendHeld sends what HoldTail held back, and stops holding.
-func (c *clientConn) sendHeld() error {
+func (c *Conn) sendHeld() error {
 	if !c.holding.Load() {
 		return nil
 	}
@@ -210,7 +241,7 @@ func (c *clientConn) sendHeld() error {
 // answer's mark is looked for (see splice.go), it sends only the bytes
 // searched, and holding goes on: the answer is still being written, as an
 // answer is when the server reads a request that the client pipelined.
-func (c *clientConn) sendHeldLocked() error {
+func (c *Conn) sendHeldLocked() error {
 	if c.splice.state == spliceArmed {
 		return c.sendSearched()
 	}
@@ -231,7 +262,7 @@ func (c *clientConn) sendHeldLocked() error {
 var continueLine = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 
 // write writes p, re-arming the idle deadline while the client takes bytes.
-func (c *clientConn) write(p []byte) (int, error) {
+func (c *Conn) write(p []byte) (int, error) {
 	if !bytes.HasSuffix(p, continueLine) {
 		c.begun, c.headBytes, c.rawBounded = false, nil, false
 	}
@@ -256,7 +287,7 @@ func (c *clientConn) write(p []byte) (int, error) {
 	}
 }
 
-func (c *clientConn) arm() error {
+func (c *Conn) arm() error {
 	want := time.Now().Add(c.idle)
 	if !upstream.DeadlineMoves(c.deadline, want, c.idle) {
 		return nil
@@ -267,7 +298,7 @@ func (c *clientConn) arm() error {
 
 // SetWriteDeadline and SetDeadline are fasthttp's; the next write re-arms
 // the idle deadline.
-func (c *clientConn) SetWriteDeadline(t time.Time) error {
+func (c *Conn) SetWriteDeadline(t time.Time) error {
 	if err := c.sendHeld(); err != nil {
 		return err
 	}
@@ -275,7 +306,7 @@ func (c *clientConn) SetWriteDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(t)
 }
 
-func (c *clientConn) SetDeadline(t time.Time) error {
+func (c *Conn) SetDeadline(t time.Time) error {
 	if err := c.sendHeld(); err != nil {
 		return err
 	}
@@ -290,8 +321,8 @@ func (c *clientConn) SetDeadline(t time.Time) error {
 // request so far is one for more of its head: the server's reader moves or
 // leaves its buffer once it has read a head. Only then are those bytes
 // scanned, and if they hold the head's end already, and it is not CRLF CRLF
-// (see headScan), the read fails with errHeadEnd instead of waiting.
-func (c *clientConn) Read(p []byte) (int, error) {
+// (see headScan), the read fails with ErrHeadEnd instead of waiting.
+func (c *Conn) Read(p []byte) (int, error) {
 	if c.resume.on {
 		if n, ok, err := c.readResumed(p); ok {
 			return n, err
@@ -316,14 +347,14 @@ func (c *clientConn) Read(p []byte) (int, error) {
 		if !c.moreHead(p) {
 			c.headBytes = nil // the head was read; this is its body
 		} else if c.scanHead(); c.scan.bad() {
-			return 0, errHeadEnd
+			return 0, ErrHeadEnd
 		}
 	}
 	if c.rawBounded && c.rawLeft < 0 {
 		return 0, errChunkedTooLarge
 	}
 	n, err := c.Conn.Read(p)
-	if n > 0 && !sent.IsZero() && time.Since(sent) < awaitLimit {
+	if n > 0 && !sent.IsZero() && time.Since(sent) < AwaitLimit {
 		c.slow = false
 	}
 	return c.took(p, n, err)
@@ -331,7 +362,7 @@ func (c *clientConn) Read(p []byte) (int, error) {
 
 // took notes the n bytes a read put in p: the first bytes of a request, or
 // more of its head.
-func (c *clientConn) took(p []byte, n int, err error) (int, error) {
+func (c *Conn) took(p []byte, n int, err error) (int, error) {
 	if n > 0 {
 		c.rawLeft -= int64(n)
 		switch {
@@ -348,13 +379,14 @@ func (c *clientConn) took(p []byte, n int, err error) (int, error) {
 	return n, err
 }
 
-// awaitLimit bounds awaitNext's wait for a request that may already be
+// AwaitLimit bounds awaitNext's wait for a request that may already be
 // there: the first pipelined request on a connection waits this long at
 // most, once. A bound is kept for the waits that follow while at least
 // awaitReuse of it is left, so the first pipelined request waits at least
-// that long.
+// that long. AwaitLimit is exported for proxy's tests of calls through the
+// gateway, which wait past it.
 const (
-	awaitLimit = 20 * time.Millisecond
+	AwaitLimit = 20 * time.Millisecond
 	awaitReuse = 5 * time.Millisecond
 )
 
@@ -368,16 +400,16 @@ const (
 // A client that sent its next request before it had the answer (HTTP/1.1
 // pipelining) is the risk: those bytes' readiness may have been spent before
 // the wait, which then sees them only at its deadline. So the wait is
-// bounded by a read deadline awaitLimit away (or the connection's own, when
+// bounded by a read deadline AwaitLimit away (or the connection's own, when
 // sooner), which the waits that follow keep while awaitReuse of it is left:
-// each wait lasts from awaitReuse to awaitLimit at most. If no request came
+// each wait lasts from awaitReuse to AwaitLimit at most. If no request came
 // by then, a read without a wait looks. Bytes there were sent early: the
 // connection's requests are read the usual way from then on. Nothing there:
 // the client is slow, and its requests are read the usual way until one
-// comes within awaitLimit of its answer.
-func (c *clientConn) awaitNext(p []byte) (n int, ok bool, err error) {
+// comes within AwaitLimit of its answer.
+func (c *Conn) awaitNext(p []byte) (n int, ok bool, err error) {
 	now := time.Now()
-	limit := now.Add(awaitLimit)
+	limit := now.Add(AwaitLimit)
 	bounded := c.readDeadline.IsZero() || limit.Before(c.readDeadline)
 	switch {
 	case !bounded:
@@ -417,7 +449,7 @@ func (c *clientConn) awaitNext(p []byte) (n int, ok bool, err error) {
 
 // unbind puts back the read deadline fasthttp asked for when a wait's bound
 // is in force.
-func (c *clientConn) unbind() error {
+func (c *Conn) unbind() error {
 	if c.bound.IsZero() {
 		return nil
 	}
@@ -430,7 +462,7 @@ func (c *clientConn) unbind() error {
 // stays held, for sendHeld. It reports false when nothing is held. Under mu,
 // as sendHeld: a Close from another goroutine sends the held bytes itself,
 // and only one of the two does.
-func (c *clientConn) sendNow(write func([]byte) (int, error)) bool {
+func (c *Conn) sendNow(write func([]byte) (int, error)) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.holding.Load() || c.held == nil {
@@ -454,40 +486,40 @@ func (c *clientConn) sendNow(write func([]byte) (int, error)) bool {
 }
 
 // errChunkedTooLarge fails the reads of a chunked body whose framing went
-// past its bound (see boundChunked).
+// past its bound (see BoundChunked).
 var errChunkedTooLarge = errors.New("the chunked body's framing is too large")
 
 // Chunked framing: what a chunked body may take on the wire besides its
-// bytes. chunkSlack bytes, and chunkCredit more for each byte of body read.
+// bytes. ChunkSlack bytes, and ChunkCredit more for each byte of body read.
 // A body sent in chunks of one byte takes 6 bytes a byte.
 const (
-	chunkSlack  = 64 << 10
-	chunkCredit = 8
+	ChunkSlack  = 64 << 10
+	ChunkCredit = 8
 )
 
-// boundChunked bounds what the request being served reads from here on,
-// until the answer, to n bytes and chunkCredit more for each byte of body
-// read (see creditChunked). fasthttp bounds neither a chunk's size line nor
+// BoundChunked bounds what the request being served reads from here on,
+// until the answer, to n bytes and ChunkCredit more for each byte of body
+// read (see CreditChunked). fasthttp bounds neither a chunk's size line nor
 // its extensions, and neither counts as body: without a bound, a client could
 // send one size line for as long as the read timeout lasts.
-func (c *clientConn) boundChunked(n int64) {
+func (c *Conn) BoundChunked(n int64) {
 	c.rawLeft, c.rawBounded = n, true
 }
 
-// creditChunked counts n bytes of body read under boundChunked.
-func (c *clientConn) creditChunked(n int) { c.rawLeft += chunkCredit * int64(n) }
+// CreditChunked counts n bytes of body read under BoundChunked.
+func (c *Conn) CreditChunked(n int) { c.rawLeft += ChunkCredit * int64(n) }
 
-// chunkedTooLarge reports whether the request's reads went past their bound.
-func (c *clientConn) chunkedTooLarge() bool { return c.rawBounded && c.rawLeft < 0 }
+// ChunkedTooLarge reports whether the request's reads went past their bound.
+func (c *Conn) ChunkedTooLarge() bool { return c.rawBounded && c.rawLeft < 0 }
 
 // moreHead reports whether p starts where the request's bytes so far end.
-func (c *clientConn) moreHead(p []byte) bool {
+func (c *Conn) moreHead(p []byte) bool {
 	h := c.headBytes
 	return len(p) > 0 && cap(h) > len(h) && &h[:len(h)+1][len(h)] == &p[0]
 }
 
 // scanHead feeds the scan the head's bytes it has not read yet.
-func (c *clientConn) scanHead() {
+func (c *Conn) scanHead() {
 	if c.scan.open() {
 		c.scan.feed(c.headBytes[c.scanned:])
 	}
@@ -496,13 +528,13 @@ func (c *clientConn) scanHead() {
 
 // drainOnly says that the connection now only drains what the client sends
 // before it closes: it reads no more heads.
-func (c *clientConn) drainOnly() { c.draining, c.headBytes = true, nil }
+func (c *Conn) drainOnly() { c.draining, c.headBytes = true, nil }
 
-// requestHead returns the first bytes of the request being read, as far as
+// RequestHead returns the first bytes of the request being read, as far as
 // the read that began it holds them.
-func (c *clientConn) requestHead() []byte { return c.head[:c.headN] }
+func (c *Conn) RequestHead() []byte { return c.head[:c.headN] }
 
-// watchPeer has the client's leaving (its FIN or reset) call
+// WatchPeer has the client's leaving (its FIN or reset) call
 // gone.Cancel at once while w is on, from now until w.Stop: a call that
 // waits on its upstream, for the answer's head or between two events of a
 // stream, otherwise notices only at its next write to the client, up to
@@ -517,14 +549,14 @@ func (c *clientConn) requestHead() []byte { return c.head[:c.headN] }
 // this one is not its leaving. w.Stop must come before the connection is
 // closed (the call's release, inside the server's handling of the
 // connection).
-func (c *clientConn) watchPeer(w *rawio.Watch, gone rawio.Canceler) {
+func (c *Conn) WatchPeer(w *rawio.Watch, gone rawio.Canceler) {
 	if c.raw != nil {
 		c.raw.Watch(w, gone)
 	}
 }
 
 // Close sends what is held back, then closes the connection.
-func (c *clientConn) Close() error {
+func (c *Conn) Close() error {
 	c.endSplice()
 	c.sendHeld()
 	if c.counted.Swap(false) {
@@ -543,7 +575,7 @@ func (c *clientConn) Close() error {
 //
 // While a wait's bound is in force (see awaitNext), a deadline after it, or
 // none, is only noted: the bound stays until a read that is not a wait.
-func (c *clientConn) SetReadDeadline(t time.Time) error {
+func (c *Conn) SetReadDeadline(t time.Time) error {
 	if !c.bound.IsZero() {
 		c.readDeadline = t
 		if !t.IsZero() && t.Before(c.bound) {
@@ -561,7 +593,7 @@ func (c *clientConn) SetReadDeadline(t time.Time) error {
 
 // CloseWrite shuts the write side of the connection, for a lingering close
 // (see lingerClose).
-func (c *clientConn) CloseWrite() error {
+func (c *Conn) CloseWrite() error {
 	c.endSplice()
 	c.sendHeld()
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
@@ -571,21 +603,21 @@ func (c *clientConn) CloseWrite() error {
 }
 
 // The end of a connection whose request body a call did not read to its end
-// (see call.settleBody and upload.finishBody).
+// (proxy's call.settleBody and upload.finishBody).
 const (
-	// maxQuietDrain is the longest rest of a request body that is read and
+	// MaxQuietDrain is the longest rest of a request body that is read and
 	// dropped before the answer, to keep the connection.
-	maxQuietDrain = 1 << 20
+	MaxQuietDrain = 1 << 20
 	// lingerTimeout and maxLingerDrain bound what lingerClose reads after the answer.
 	lingerTimeout  = 5 * time.Second
 	maxLingerDrain = 256 << 20
 )
 
-// closeAfterAnswer ends the connection after the answer with lingerClose.
+// CloseAfterAnswer ends the connection after the answer with lingerClose.
 // The answer says the connection closes, so no client sends another request
 // into the drain; fasthttp would close at once on such an answer, so the
 // connection is hijacked and the answer written here.
-func closeAfterAnswer(ctx *fasthttp.RequestCtx) {
+func CloseAfterAnswer(ctx *fasthttp.RequestCtx) {
 	ctx.Response.SetConnectionClose()
 	answer := []byte(ctx.Response.String())
 	ctx.HijackSetNoResponse(true)
@@ -609,7 +641,7 @@ func lingerClose(c net.Conn) {
 			cw.CloseWrite()
 		}
 	}
-	if cc, ok := raw.(*clientConn); ok {
+	if cc, ok := raw.(*Conn); ok {
 		cc.drainOnly()
 	}
 	if c.SetReadDeadline(time.Now().Add(lingerTimeout)) == nil {

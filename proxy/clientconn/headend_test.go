@@ -1,4 +1,4 @@
-package proxy
+package clientconn
 
 import (
 	"bufio"
@@ -140,7 +140,7 @@ func (w waitReader) Read(p []byte) (int, error) {
 // The rule is fasthttp's own: given a head that the scan calls good, and
 // nothing after it, fasthttp reads it to exactly its empty line; given one
 // the scan calls bad, it waits for more. With a request after the bad one,
-// fasthttp reads the bad head, and headEndsBadly tells it from its raw
+// fasthttp reads the bad head, and HeadEndsBadly tells it from its raw
 // header block. This ties the rule to the fasthttp the gateway is built with.
 func TestHeadScanMatchesFasthttp(t *testing.T) {
 	for _, c := range headCases {
@@ -165,8 +165,8 @@ func TestHeadScanMatchesFasthttp(t *testing.T) {
 		h.Reset()
 		// (A head without fields fails on its missing Host.)
 		if err := h.Read(br); err == nil {
-			if got := headEndsBadly(h.RawHeaders()); got != (c.want == verdictBad) {
-				t.Errorf("%s, with a request after it: headEndsBadly %v", c.name, got)
+			if got := HeadEndsBadly(h.RawHeaders()); got != (c.want == verdictBad) {
+				t.Errorf("%s, with a request after it: HeadEndsBadly %v", c.name, got)
 			}
 		}
 	}

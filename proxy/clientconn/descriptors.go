@@ -1,8 +1,9 @@
-package proxy
+package clientconn
 
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"sync"
@@ -32,7 +33,7 @@ import (
 // descriptors tallies the process's file descriptors. The zero value is
 // ready (no limit known: everything is admitted); safe for concurrent use.
 type descriptors struct {
-	// clients are the client connections open, from every Gateway.Listener;
+	// clients are the client connections open, from every client listener;
 	// others the other connections accepted (admin listeners).
 	clients, others atomic.Int64
 	// limit is RLIMIT_NOFILE's soft limit, 0 while unknown; base the
@@ -147,30 +148,46 @@ func outOfDescriptors(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
-// logDescriptors counts the descriptors open and logs the limit in force and
+// LogDescriptors counts the descriptors open and logs the limit in force and
 // the client connections it leaves room for. Go raises the soft limit to
 // the hard one (less one) when the process starts (package syscall), so the
 // limit is the hard one as set by the service manager (LimitNOFILE).
-func (g *Gateway) logDescriptors() {
+func LogDescriptors(log *slog.Logger) {
 	procFDs.count(time.Now())
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		g.log.Warn("cannot read the file descriptor limit: client connections are not limited by it", "error", err.Error())
+		log.Warn("cannot read the file descriptor limit: client connections are not limited by it", "error", err.Error())
 		return
 	}
 	limit := procFDs.limit.Load()
 	reserve := fdReserve(limit)
 	open := procFDs.need(0, 0)
-	g.log.Info("file descriptors", "limit", limit, "hard_limit", lim.Max, "open", open,
+	log.Info("file descriptors", "limit", limit, "hard_limit", lim.Max, "open", open,
 		"reserve", reserve, "client_connections_max", max(0, limit-reserve-open)/2)
 }
 
-// upstreamBusy returns the calls in flight to the deployments in force: the
-// upstream connections they hold, at most.
-func (g *Gateway) upstreamBusy() int64 {
-	var n int64
-	for _, d := range g.state.Load().deps {
-		n += d.InFlight()
-	}
-	return n
+// OpenClients returns the client connections open in the process
+// (gateway_client_connections).
+func OpenClients() int64 { return procFDs.clients.Load() }
+
+// CountDescriptors reads the descriptor limit and counts the descriptors
+// open now, as at start and near the limit; a test that changes
+// RLIMIT_NOFILE calls it.
+func CountDescriptors() { procFDs.count(time.Now()) }
+
+// DescriptorLimit returns the soft RLIMIT_NOFILE as of the last count, 0
+// while unknown.
+func DescriptorLimit() int64 { return procFDs.limit.Load() }
+
+// OpenDescriptors counts the process's open file descriptors from
+// /proc/self/fd.
+func OpenDescriptors() (int64, error) { return openDescriptors() }
+
+// SetRecountEvery sets how often, at most, the descriptors open are counted
+// near the limit, and returns the setting it replaces. For tests only (0:
+// at every accept near the limit); not safe while connections are accepted.
+func SetRecountEvery(d time.Duration) time.Duration {
+	old := recountEvery
+	recountEvery = d
+	return old
 }

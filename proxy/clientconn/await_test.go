@@ -1,8 +1,6 @@
-package proxy
+package clientconn
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -10,16 +8,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/valyala/fasthttp"
 )
 
 // awaitPair returns a client connection over loopback TCP, as the listener
 // makes it (rawio underneath), and the client's end.
-func awaitPair(t *testing.T) (*clientConn, net.Conn) {
+func awaitPair(t *testing.T) (*Conn, net.Conn) {
 	t.Helper()
 	client, server := loopbackPair(t)
-	c := newClientConn(server, time.Minute)
+	c := newConn(server, time.Minute)
 	if c.raw == nil {
 		t.Fatal("the connection is not rawio's")
 	}
@@ -28,7 +24,7 @@ func awaitPair(t *testing.T) (*clientConn, net.Conn) {
 
 // serverRead reads into p from c on another goroutine, and fails the test
 // if that takes longer than a hung read could: the answer, or the error.
-func serverRead(t *testing.T, c *clientConn, p []byte) (int, error) {
+func serverRead(t *testing.T, c *Conn, p []byte) (int, error) {
 	t.Helper()
 	type result struct {
 		n   int
@@ -52,7 +48,7 @@ func serverRead(t *testing.T, c *clientConn, p []byte) (int, error) {
 // answerAndRead has the server hold back answer and read the next request,
 // while the client reads the answer and then, after wait, sends next. It
 // returns what the server read.
-func answerAndRead(t *testing.T, c *clientConn, client net.Conn, answer, next string, wait time.Duration) string {
+func answerAndRead(t *testing.T, c *Conn, client net.Conn, answer, next string, wait time.Duration) string {
 	t.Helper()
 	c.HoldTail()
 	if _, err := c.Write([]byte(answer)); err != nil {
@@ -97,16 +93,16 @@ func TestAwaitedRequest(t *testing.T) {
 	}
 }
 
-// A request that comes later than awaitLimit after its answer is still read;
+// A request that comes later than AwaitLimit after its answer is still read;
 // the connection's next requests are read the usual way (slow) until one
-// comes within awaitLimit of its answer.
+// comes within AwaitLimit of its answer.
 func TestAwaitSlowClient(t *testing.T) {
 	c, client := awaitPair(t)
-	if got := answerAndRead(t, c, client, "answer", "late", 3*awaitLimit); got != "late" {
+	if got := answerAndRead(t, c, client, "answer", "late", 3*AwaitLimit); got != "late" {
 		t.Fatalf("server read %q", got)
 	}
 	if !c.slow || c.early {
-		t.Fatalf("slow %v, early %v after a request %v after its answer; want slow", c.slow, c.early, 3*awaitLimit)
+		t.Fatalf("slow %v, early %v after a request %v after its answer; want slow", c.slow, c.early, 3*AwaitLimit)
 	}
 	if got := answerAndRead(t, c, client, "answer", "prompt", 0); got != "prompt" {
 		t.Fatalf("server read %q", got)
@@ -118,7 +114,7 @@ func TestAwaitSlowClient(t *testing.T) {
 
 // A request the client sent before it had the answer before it (pipelining),
 // once the server had read the one before, is read: its readiness was spent
-// before the wait, which finds it at awaitLimit. The connection's requests
+// before the wait, which finds it at AwaitLimit. The connection's requests
 // are read the usual way from then on.
 func TestAwaitPipelinedRequest(t *testing.T) {
 	c, client := awaitPair(t)
@@ -155,11 +151,11 @@ func TestAwaitPipelinedRequest(t *testing.T) {
 	}
 }
 
-// A read deadline sooner than awaitLimit bounds the wait as it bounds any
+// A read deadline sooner than AwaitLimit bounds the wait as it bounds any
 // read: the read fails with a timeout, after the answer was sent.
 func TestAwaitReadDeadline(t *testing.T) {
 	c, client := awaitPair(t)
-	if err := c.SetReadDeadline(time.Now().Add(awaitLimit / 4)); err != nil {
+	if err := c.SetReadDeadline(time.Now().Add(AwaitLimit / 4)); err != nil {
 		t.Fatal(err)
 	}
 	c.HoldTail()
@@ -214,7 +210,7 @@ func TestAwaitBoundNotForOtherReads(t *testing.T) {
 		t.Fatal("no bound in force after an awaited request")
 	}
 	go func() {
-		time.Sleep(2 * awaitLimit)
+		time.Sleep(2 * AwaitLimit)
 		client.Write([]byte("body"))
 	}()
 	p := make([]byte, 16)
@@ -304,49 +300,9 @@ func TestAwaitClose(t *testing.T) {
 	}
 }
 
-// Plain calls through the gateway, each sent once the one before has its
-// answer, and then one sent before its answer (pipelined), all get their
-// answers, in order.
-func TestAwaitedCallsThroughTheGateway(t *testing.T) {
-	conn := dialGateway(t, newEnv(t, nil))
-	call := func(i int) string {
-		return rawChat(keyA, "", fmt.Sprintf(`{"model":"plain-model","messages":[{"role":"user","content":"call %d"}]}`, i))
-	}
-	br := bufio.NewReader(conn)
-	answer := func(i int) {
-		t.Helper()
-		var resp fasthttp.Response
-		if err := resp.Read(br); err != nil {
-			t.Fatalf("answer %d: %v", i, err)
-		}
-		if resp.StatusCode() != 200 || !bytes.Contains(resp.Body(), []byte(`"chat.completion"`)) {
-			t.Fatalf("answer %d: status %d, body %.120q", i, resp.StatusCode(), resp.Body())
-		}
-	}
-	for i := range 3 {
-		if _, err := io.WriteString(conn, call(i)); err != nil {
-			t.Fatal(err)
-		}
-		answer(i)
-	}
-	// A call whose body comes well after its head, the head awaited: the
-	// body's read does not fail at the wait's bound.
-	slow := call(5)
-	cut := strings.Index(slow, "\r\n\r\n") + 4 + 10
-	io.WriteString(conn, slow[:cut])
-	time.Sleep(3 * awaitLimit)
-	io.WriteString(conn, slow[cut:])
-	answer(5)
-	io.WriteString(conn, call(3))
-	time.Sleep(50 * time.Millisecond) // the gateway has read call 3 and is answering it
-	io.WriteString(conn, call(4))
-	answer(3)
-	answer(4)
-}
-
 // BenchmarkClientExchange is a keep-alive exchange over loopback TCP: the
 // client writes a request and reads its answer; the server reads the request
-// through a clientConn and writes the answer, held back and sent by its read
+// through a Conn and writes the answer, held back and sent by its read
 // for the next request ("awaited", as the gateway's answers are), or written
 // at once and then read for ("read first"). cpu-ns/op is the whole process's
 // CPU per exchange (both ends); compare the two, not the absolute figures.
@@ -367,7 +323,7 @@ func BenchmarkClientExchange(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c := newClientConn(server, time.Minute)
+			c := newConn(server, time.Minute)
 			defer c.Close()
 			request, answer := make([]byte, 600), make([]byte, 1500)
 			go func() {
