@@ -27,18 +27,24 @@ func (g *Gateway) setupKeys(ks store.KeyStore) {
 	if ks != nil {
 		g.keys.Refresh() // a node serves the stored keys from the start when it can
 	}
-	g.admin = admin.New(admin.Options{Store: ks, Keys: g.keys, Models: g.modelIDs, Logger: g.log, Metrics: g.obs.set,
-		Tokens: g.adminTokens.Load})
+	g.admin = admin.New(admin.Options{Store: ks, Keys: g.keys, Models: g.modelIDs, Budgets: g.budgetNames,
+		Logger: g.log, Metrics: g.obs.set, Tokens: g.adminTokens.Load})
 	g.obs.set.RegisterMetricsWriter(g.writeKeyMetrics)
 }
 
-// keysSwapped hands the limits of the keys in force to the rate limiter, as a reload does.
+// keysSwapped hands the limits of the keys in force to the rate limiter and
+// their budgets to the spend ledger (the config's named budgets with them),
+// as a reload does: a key made or changed through the admin API has its
+// budget in force on each node once its change reaches the node's snapshot.
+// Swaps are serialized by the syncer, and a reload swaps after it stores its
+// state, so the last update reflects the latest config and keys.
 func (g *Gateway) keysSwapped(s *keys.Snapshot) {
 	st := g.state.Load()
 	if st == nil {
 		return // the first Reload puts them in force
 	}
 	g.limits.Update(s.Limits(), st.cfg.RateLimit)
+	g.spend.ledger.Update(s.Budgets(), st.cfg.Budgets, st.cfg.RateLimit)
 }
 
 // modelIDs returns the ids of the configured models.
@@ -49,6 +55,16 @@ func (g *Gateway) modelIDs() []string {
 		ids[i] = m.ID
 	}
 	return ids
+}
+
+// budgetNames returns the names of the configured budgets.
+func (g *Gateway) budgetNames() []string {
+	cfg := g.state.Load().cfg
+	names := make([]string, len(cfg.Budgets))
+	for i, b := range cfg.Budgets {
+		names[i] = b.Name
+	}
+	return names
 }
 
 // StartKeys follows the store's changes of the keys until the returned stop is called.

@@ -60,10 +60,10 @@ func (g *Gateway) setupSpend(shared ratelimit.Options) {
 	g.obs.set.RegisterMetricsWriter(g.spend.ledger.WritePrometheus)
 }
 
-// updateSpend puts cfg's budgets and prices in force.
+// updateSpend puts cfg's prices in force; its budgets follow through
+// keysSwapped, with the keys' snapshot the reload puts in force.
 func (g *Gateway) updateSpend(cfg *config.Config) {
 	g.spend.prices.Store(newPriceTable(cfg))
-	g.spend.ledger.Update(cfg.Keys, cfg.Budgets, cfg.RateLimit)
 }
 
 func newPriceTable(cfg *config.Config) *priceTable {

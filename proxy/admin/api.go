@@ -35,6 +35,8 @@ type Options struct {
 	Keys *keys.Syncer
 	// Models returns the configured model ids, for the check of patterns and limits.
 	Models func() []string
+	// Budgets returns the names of the configured budgets, which a key's budgets must be.
+	Budgets func() []string
 	// Logger receives the audit lines; nil means slog.Default.
 	Logger *slog.Logger
 	// Metrics receives the API's counters; nil means a set of its own.
@@ -66,6 +68,9 @@ func New(opts Options) *API {
 	}
 	if opts.Models == nil {
 		opts.Models = func() []string { return nil }
+	}
+	if opts.Budgets == nil {
+		opts.Budgets = func() []string { return nil }
 	}
 	return &API{opts: opts, log: opts.Logger, set: opts.Metrics}
 }
@@ -174,7 +179,7 @@ func unavailable() *apiError {
 
 func (a *API) create(ctx *fasthttp.RequestCtx, admin string) *apiError {
 	now := a.opts.Now().UTC()
-	c, err := parseKeyInput(ctx.Request.Body(), true, a.opts.Models(), now)
+	c, err := parseKeyInput(ctx.Request.Body(), true, a.opts.Models(), a.opts.Budgets(), now)
 	if err != nil {
 		return invalid(err)
 	}
@@ -247,7 +252,7 @@ func (a *API) get(ctx *fasthttp.RequestCtx, id string) *apiError {
 func notFound() *apiError { return errorOf(404, "not_found", "no key has this id") }
 
 func (a *API) update(ctx *fasthttp.RequestCtx, admin, id string) *apiError {
-	c, err := parseKeyInput(ctx.Request.Body(), false, a.opts.Models(), a.opts.Now())
+	c, err := parseKeyInput(ctx.Request.Body(), false, a.opts.Models(), a.opts.Budgets(), a.opts.Now())
 	if err != nil {
 		return invalid(err)
 	}

@@ -57,6 +57,8 @@ type keyInput struct {
 	Limits    json.RawMessage `json:"limits"`
 	ExpiresAt json.RawMessage `json:"expires_at"`
 	Metadata  json.RawMessage `json:"metadata"`
+	Budget    json.RawMessage `json:"budget"`
+	Budgets   json.RawMessage `json:"budgets"`
 }
 
 // change is a validated keyInput, ready to apply to a record.
@@ -68,6 +70,9 @@ type change struct {
 	limits                                            *keys.Limits
 	expiresAt                                         *time.Time
 	metadata                                          map[string]string
+	setBudget, setBudgets                             bool
+	budget                                            *keys.Budget
+	budgets                                           []string
 }
 
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
@@ -133,8 +138,9 @@ func join(path, field string) string {
 }
 
 // parseKeyInput reads and validates a body of create (creating) or update. models are the
-// configured model ids, against which patterns and per-model limits are checked.
-func parseKeyInput(body []byte, creating bool, models []string, now time.Time) (*change, error) {
+// configured model ids, against which patterns and per-model limits are checked; budgets
+// the names of the configured budgets, which a key's budgets must be.
+func parseKeyInput(body []byte, creating bool, models, budgets []string, now time.Time) (*change, error) {
 	var in keyInput
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
@@ -145,7 +151,8 @@ func parseKeyInput(body []byte, creating bool, models []string, now time.Time) (
 	for _, f := range []struct {
 		name string
 		raw  json.RawMessage
-	}{{"id", in.ID}, {"name", in.Name}, {"models", in.Models}, {"limits", in.Limits}, {"expires_at", in.ExpiresAt}, {"metadata", in.Metadata}} {
+	}{{"id", in.ID}, {"name", in.Name}, {"models", in.Models}, {"limits", in.Limits}, {"expires_at", in.ExpiresAt}, {"metadata", in.Metadata},
+		{"budget", in.Budget}, {"budgets", in.Budgets}} {
 		if !utf8.Valid(f.raw) {
 			return nil, badField(f.name, "is not valid UTF-8")
 		}
@@ -168,6 +175,8 @@ func parseKeyInput(body []byte, creating bool, models []string, now time.Time) (
 		func(in *keyInput, c *change) error { return c.parseLimits(in.Limits, models) },
 		func(in *keyInput, c *change) error { return c.parseExpiry(in.ExpiresAt, now) },
 		func(in *keyInput, c *change) error { return c.parseMetadata(in.Metadata) },
+		func(in *keyInput, c *change) error { return c.parseBudget(in.Budget) },
+		func(in *keyInput, c *change) error { return c.parseBudgets(in.Budgets, budgets) },
 	}
 	for _, step := range steps {
 		if err := step(&in, c); err != nil {
@@ -332,6 +341,74 @@ func (c *change) parseMetadata(raw json.RawMessage) error {
 	return nil
 }
 
+// parseBudget reads a key's own budget, {"usd": 2.5, "period": "day"}: the amount a
+// decimal number of USD (a JSON number or its text), checked as the config checks it.
+func (c *change) parseBudget(raw json.RawMessage) error {
+	if raw == nil {
+		return nil
+	}
+	c.setBudget = true
+	if isNull(raw) {
+		return nil
+	}
+	var in struct {
+		USD    json.RawMessage `json:"usd"`
+		Period string          `json:"period"`
+	}
+	if err := decodeStrict(raw, &in, "budget"); err != nil {
+		return err
+	}
+	if in.USD == nil || isNull(in.USD) {
+		return badField("budget.usd", "required")
+	}
+	text := string(bytes.TrimSpace(in.USD))
+	if s, err := strconv.Unquote(text); err == nil {
+		text = s
+	}
+	usd, err := config.ParseUSD(text)
+	if err != nil {
+		return badField("budget.usd", "invalid amount %q", text)
+	}
+	if msg := config.PeriodProblem(in.Period); msg != "" {
+		return badField("budget.period", "%s", msg)
+	}
+	c.budget = keys.BudgetOf(&config.KeyBudget{USD: usd, Period: in.Period})
+	return nil
+}
+
+// parseBudgets reads the names of the configured budgets a key's calls also spend.
+func (c *change) parseBudgets(raw json.RawMessage, configured []string) error {
+	if raw == nil {
+		return nil
+	}
+	c.setBudgets = true
+	if isNull(raw) {
+		return nil
+	}
+	if err := decodeStrict(raw, &c.budgets, "budgets"); err != nil {
+		return err
+	}
+	known := make(map[string]bool, len(configured))
+	for _, name := range configured {
+		known[name] = true
+	}
+	var first error
+	config.CheckKeyBudgets(c.budgets, known, func(i int, msg string) {
+		if first != nil {
+			return
+		}
+		if i < 0 {
+			first = badField("budgets", "%s", msg)
+		} else {
+			first = badField(fmt.Sprintf("budgets[%d]", i), "%s", msg)
+		}
+	})
+	if len(c.budgets) == 0 {
+		c.budgets = nil
+	}
+	return first
+}
+
 // apply sets the fields c carries on r.
 func (c *change) apply(r *keys.Record) {
 	if c.setName {
@@ -348,6 +425,12 @@ func (c *change) apply(r *keys.Record) {
 	}
 	if c.setMeta {
 		r.Metadata = c.metadata
+	}
+	if c.setBudget {
+		r.Budget = c.budget
+	}
+	if c.setBudgets {
+		r.Budgets = c.budgets
 	}
 }
 

@@ -15,7 +15,7 @@ var testModels = []string{"chat-model", "chat-mini", "image-model"}
 func TestParseKeyInput(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	c, err := parseKeyInput([]byte(`{"id":"k-1","name":"x","models":["chat-*"],"limits":{"concurrent":2,"models":{"chat-mini":{"requests_per_minute":5}}},
-		"expires_at":"2026-02-01T00:00:00+01:00","metadata":{"a":"b"}}`), true, testModels, now)
+		"expires_at":"2026-02-01T00:00:00+01:00","metadata":{"a":"b"}}`), true, testModels, nil, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestParseKeyInput(t *testing.T) {
 		t.Fatalf("parsed: %+v %+v", c, r)
 	}
 	// null clears, absent keeps.
-	c, err = parseKeyInput([]byte(`{"models":null}`), false, testModels, now)
+	c, err = parseKeyInput([]byte(`{"models":null}`), false, testModels, nil, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestParseKeyInput(t *testing.T) {
 	}
 	f := func(body, field string) {
 		t.Helper()
-		_, err := parseKeyInput([]byte(body), true, testModels, now)
+		_, err := parseKeyInput([]byte(body), true, testModels, nil, now)
 		var fe *fieldError
 		if !errors.As(err, &fe) || fe.Field != field {
 			t.Fatalf("%s: %v, want a problem of %s", body, err, field)
@@ -93,7 +93,7 @@ func FuzzParseKeyInput(f *testing.F) {
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		c, err := parseKeyInput(body, true, testModels, now)
+		c, err := parseKeyInput(body, true, testModels, nil, now)
 		if err != nil {
 			var fe *fieldError
 			if !errors.As(err, &fe) || fe.Field == "" {

@@ -18,6 +18,8 @@ type keyView struct {
 	Models    []string          `json:"models,omitempty"`
 	Limits    *keys.Limits      `json:"limits,omitempty"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
+	Budget    *keys.Budget      `json:"budget,omitempty"`
+	Budgets   []string          `json:"budgets,omitempty"`
 	// PreviousUntil are the times the earlier secrets of a rotation stop working.
 	PreviousUntil []time.Time `json:"previous_secrets_until,omitempty"`
 	// Key is the secret, in the answer of a create or a rotation only.
@@ -31,7 +33,7 @@ type listView struct {
 }
 
 func view(e *keys.Entry) keyView {
-	v := keyView{ID: e.ID, Source: e.Source.String(), Limits: keys.LimitsOf(e.Limits)}
+	v := keyView{ID: e.ID, Source: e.Source.String(), Limits: keys.LimitsOf(e.Limits), Budget: keys.BudgetOf(e.Budget), Budgets: e.Budgets}
 	r := e.Record
 	if r == nil {
 		return v

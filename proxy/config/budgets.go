@@ -54,6 +54,13 @@ func (u USD) String() string {
 
 var errUSD = errors.New("not a decimal amount")
 
+// ParseUSD reads a decimal amount of dollars as a budget takes it: at most
+// 12 decimals and at most MaxUSD.
+func ParseUSD(s string) (USD, error) {
+	v, err := parseUSD(s)
+	return USD(v), err
+}
+
 // parseUSD reads a non-negative decimal of at most 12 decimals and at most
 // MaxUSD, in pico-USD.
 func parseUSD(s string) (int64, error) {
@@ -129,19 +136,13 @@ func (p *problems) budgets(c *Config) {
 		if k.Budget != nil {
 			p.period(f+".budget.period", k.Budget.Period)
 		}
-		if len(k.Budgets) > MaxKeyBudgets {
-			p.add(f+".budgets", "at most %d budgets per key", MaxKeyBudgets)
-		}
-		seen := map[string]bool{}
-		for j, name := range k.Budgets {
-			switch {
-			case !names[name]:
-				p.add(fmt.Sprintf("%s.budgets[%d]", f, j), "unknown budget %q", name)
-			case seen[name]:
-				p.add(fmt.Sprintf("%s.budgets[%d]", f, j), "duplicate budget %q", name)
+		CheckKeyBudgets(k.Budgets, names, func(j int, msg string) {
+			if j < 0 {
+				p.add(f+".budgets", "%s", msg)
+			} else {
+				p.add(fmt.Sprintf("%s.budgets[%d]", f, j), "%s", msg)
 			}
-			seen[name] = true
-		}
+		})
 	}
 	for i, m := range c.Models {
 		f := fmt.Sprintf("models[%d]", i)
@@ -155,12 +156,39 @@ func (p *problems) budgets(c *Config) {
 	}
 }
 
+// CheckKeyBudgets checks the named budgets of a key against known, the
+// names of the config's budgets: bad receives each problem, with the index
+// of the name at fault, or -1 when the list is.
+func CheckKeyBudgets(names []string, known map[string]bool, bad func(i int, msg string)) {
+	if len(names) > MaxKeyBudgets {
+		bad(-1, fmt.Sprintf("at most %d budgets per key", MaxKeyBudgets))
+	}
+	seen := map[string]bool{}
+	for j, name := range names {
+		switch {
+		case !known[name]:
+			bad(j, fmt.Sprintf("unknown budget %q", name))
+		case seen[name]:
+			bad(j, fmt.Sprintf("duplicate budget %q", name))
+		}
+		seen[name] = true
+	}
+}
+
 func (p *problems) period(f, period string) {
+	if msg := PeriodProblem(period); msg != "" {
+		p.add(f, "%s", msg)
+	}
+}
+
+// PeriodProblem returns why period is not a budget's period, "" when it is
+// one (or empty: total).
+func PeriodProblem(period string) string {
 	switch period {
 	case "", "day", "week", "month", "total":
-	default:
-		p.add(f, "must be one of %s, not %q", strings.Join(Periods, ", "), period)
+		return ""
 	}
+	return fmt.Sprintf("must be one of %s, not %q", strings.Join(Periods, ", "), period)
 }
 
 // pricing checks that every price per million tokens is a whole number of

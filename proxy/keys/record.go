@@ -28,6 +28,37 @@ type Record struct {
 	// Previous are the digests of earlier secrets that still work until their time
 	// (a rotation's overlap).
 	Previous []Previous `json:"previous,omitempty"`
+	// Budget caps the key's own spend; Budgets name the config's budgets its calls also
+	// spend (docs/budgets.md). Records written before they existed hold neither.
+	Budget  *Budget  `json:"budget,omitempty"`
+	Budgets []string `json:"budgets,omitempty"`
+}
+
+// Budget is a key's own budget, in the config's shape (config.KeyBudget) with the amount
+// as its exact decimal text of USD.
+type Budget struct {
+	USD    string `json:"usd"`
+	Period string `json:"period,omitempty"`
+}
+
+// Config returns b in the config's type, nil for nil or an amount that does not parse.
+func (b *Budget) Config() *config.KeyBudget {
+	if b == nil {
+		return nil
+	}
+	usd, err := config.ParseUSD(b.USD)
+	if err != nil {
+		return nil
+	}
+	return &config.KeyBudget{USD: usd, Period: b.Period}
+}
+
+// BudgetOf returns kb in the records' type, nil for nil.
+func BudgetOf(kb *config.KeyBudget) *Budget {
+	if kb == nil {
+		return nil
+	}
+	return &Budget{USD: kb.USD.String(), Period: kb.Period}
 }
 
 // Previous is an earlier secret of a rotated key and the time it stops working.
@@ -101,6 +132,9 @@ func Decode(id string, data []byte) (*Record, error) {
 	}
 	if _, err := parseDigest(r.Digest); err != nil {
 		return nil, fmt.Errorf("cannot decode key %q: %w", id, err)
+	}
+	if b := r.Budget; b != nil && (b.Config() == nil || config.PeriodProblem(b.Period) != "") {
+		return nil, fmt.Errorf("cannot decode key %q: budget of %q USD per %q", id, b.USD, b.Period)
 	}
 	return r, nil
 }

@@ -39,6 +39,9 @@ type Entry struct {
 	Models *Models
 	// Limits are the key's rate limits; nil none.
 	Limits *config.KeyLimits
+	// Budget is the key's own budget (nil none); Budgets the named budgets it spends.
+	Budget  *config.KeyBudget
+	Budgets []string
 	// Record is the key's stored record; nil for a key of the config.
 	Record *Record
 }
@@ -87,7 +90,7 @@ func Build(seed []config.Key, stored map[string]*Entry, version uint64, built ti
 	}
 	for i := range seed {
 		k := &seed[i]
-		e := &Entry{ID: k.ID, Source: SourceConfig, Limits: k.Limits}
+		e := &Entry{ID: k.ID, Source: SourceConfig, Limits: k.Limits, Budget: k.Budget, Budgets: k.Budgets}
 		var d Digest
 		if k.Key != "" {
 			d = sha256.Sum256([]byte(k.Key))
@@ -139,7 +142,8 @@ func (s *Snapshot) addStored(e *Entry) bool {
 
 // EntryOf returns the entry of a stored record.
 func EntryOf(r *Record) *Entry {
-	e := &Entry{ID: r.ID, Source: SourceStore, Blocked: r.Blocked, Models: NewModels(r.Models), Limits: r.Limits.Config(), Record: r}
+	e := &Entry{ID: r.ID, Source: SourceStore, Blocked: r.Blocked, Models: NewModels(r.Models), Limits: r.Limits.Config(),
+		Budget: r.Budget.Config(), Budgets: r.Budgets, Record: r}
 	if r.ExpiresAt != nil {
 		e.Expires = r.ExpiresAt.UnixNano()
 	}
@@ -215,6 +219,18 @@ func (s *Snapshot) Limits() []config.Key {
 	for _, id := range s.ids {
 		if e := s.byID[id]; e.Limits != nil {
 			out = append(out, config.Key{ID: id, Limits: e.Limits})
+		}
+	}
+	return out
+}
+
+// Budgets returns every key's budgets in the config's shape, for the spend ledger: the
+// config's keys and the stored ones alike.
+func (s *Snapshot) Budgets() []config.Key {
+	var out []config.Key
+	for _, id := range s.ids {
+		if e := s.byID[id]; e.Budget != nil || len(e.Budgets) > 0 {
+			out = append(out, config.Key{ID: id, Budget: e.Budget, Budgets: e.Budgets})
 		}
 	}
 	return out
