@@ -15,8 +15,8 @@ import (
 )
 
 // The shared ledger on the real Redis Cluster (6 nodes on loopback, first
-// port 7151).
-var cluster = redistest.Cluster{Port: 7151}
+// port 7161, a cluster of its own: store's pause test stops masters on 7151).
+var cluster = redistest.Cluster{Port: 7161}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
