@@ -42,6 +42,7 @@ Flags:
 // keysFlags are the flags of every keys command; each takes the ones it needs.
 type keysFlags struct {
 	admin, id, name, models, expires, metadata, limits, after, overlap string
+	budget, budgets                                                    string
 	limit                                                              int
 	set                                                                map[string]bool
 }
@@ -56,6 +57,8 @@ func keysCommand(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&kf.expires, "expires", "", "when the key stops working: RFC 3339 `time` or a duration from now (720h)")
 	fs.StringVar(&kf.metadata, "metadata", "", "comma-separated `k=v` pairs")
 	fs.StringVar(&kf.limits, "limits", "", "rate limits as `JSON`, e.g. {\"requests_per_minute\":600}")
+	fs.StringVar(&kf.budget, "budget", "", "the key's own money budget as `USD[/period]`, e.g. 100/month (day, week, month, total: the default)")
+	fs.StringVar(&kf.budgets, "budgets", "", "comma-separated `names` of the config's budgets the key also spends")
 	fs.StringVar(&kf.after, "after", "", "list: the `id` after which the page starts")
 	fs.IntVar(&kf.limit, "limit", 0, "list: the page's size, 1..1000")
 	fs.StringVar(&kf.overlap, "overlap", "", "rotate: how long the old secret keeps working (`duration`, e.g. 10m)")
@@ -169,6 +172,8 @@ func (kf *keysFlags) keyBody(create bool) ([]byte, error) {
 			var v json.RawMessage
 			return v, json.Unmarshal([]byte(s), &v)
 		}),
+		str("budget", "budget", kf.budget, budgetOf),
+		str("budgets", "budgets", kf.budgets, func(s string) (any, error) { return strings.Split(s, ","), nil }),
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -184,6 +189,20 @@ func expiryOf(s string) (any, error) {
 		return nil, fmt.Errorf("expected an RFC 3339 time or a duration, not %q", s)
 	}
 	return s, nil
+}
+
+// budgetOf reads USD[/period] (no period: total, the gateway's default); the
+// gateway checks the amount and the period, as it checks the config's.
+func budgetOf(s string) (any, error) {
+	usd, period, slash := strings.Cut(s, "/")
+	if usd == "" || (slash && period == "") {
+		return nil, fmt.Errorf("expected USD or USD/period, e.g. 100/month, not %q", s)
+	}
+	b := map[string]string{"usd": usd}
+	if slash {
+		b["period"] = period
+	}
+	return b, nil
 }
 
 func metadataOf(s string) (any, error) {

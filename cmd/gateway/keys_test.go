@@ -332,6 +332,18 @@ func TestKeysCLI(t *testing.T) {
 	if v := keys(1, "update", id, "-limits", `{"concurrent":-1}`); !strings.Contains(v["stderr"].(string), "limits.concurrent") {
 		t.Fatalf("a bad limit: %v", v)
 	}
+	if v := keys(0, "update", id, "-budget", "2.5/day"); fmt.Sprint(v["budget"]) != "map[period:day usd:2.5]" {
+		t.Fatalf("update -budget: %v", v)
+	}
+	if v := keys(1, "update", id, "-budget", "2.5/year"); !strings.Contains(v["stderr"].(string), "budget.period") {
+		t.Fatalf("a bad budget period: %v", v)
+	}
+	if v := keys(1, "update", id, "-budgets", "no-such-team"); !strings.Contains(v["stderr"].(string), "budgets[0]") {
+		t.Fatalf("an unknown named budget: %v", v)
+	}
+	if v := keys(0, "update", id, "-budget", ""); v["budget"] != nil {
+		t.Fatalf("update -budget '' does not clear it: %v", v)
+	}
 	if v := keys(0, "get", id); v["name"] != "renamed" || v["key"] != nil {
 		t.Fatalf("get: %v", v)
 	}
