@@ -312,15 +312,22 @@ func nextMember(obj []byte, i int) (key, val []byte, end int) {
 
 // setCount sets *n to the non-negative integer v, when v is one.
 func setCount(n *int64, v []byte) {
-	if len(v) == 0 || len(v) > 18 {
-		return
+	if x, ok := Count(v); ok {
+		*n = x
 	}
-	var x int64
+}
+
+// Count reads v, a JSON value, as a non-negative integer of at most 18
+// digits (so that it fits an int64); ok is false for anything else.
+func Count(v []byte) (n int64, ok bool) {
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
 	for _, c := range v {
 		if c < '0' || c > '9' {
-			return
+			return 0, false
 		}
-		x = x*10 + int64(c-'0')
+		n = n*10 + int64(c-'0')
 	}
-	*n = x
+	return n, true
 }

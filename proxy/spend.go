@@ -204,20 +204,14 @@ func (c *call) images() int64 {
 	return 1
 }
 
-// memberCount reads obj's top-level member key as a positive integer; 0
-// when it is absent or not one.
+// memberCount reads obj's top-level member key as a positive integer of at
+// most 12 digits; 0 when it is absent or not one.
 func memberCount(obj []byte, key string) int64 {
 	v := parse.Member(obj, key)
-	if len(v) == 0 || len(v) > 12 {
+	if len(v) > 12 {
 		return 0
 	}
-	var n int64
-	for _, ch := range v {
-		if ch < '0' || ch > '9' {
-			return 0
-		}
-		n = n*10 + int64(ch-'0')
-	}
+	n, _ := parse.Count(v)
 	return n
 }
 
