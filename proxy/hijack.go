@@ -305,8 +305,7 @@ func (hs *heldStream) Write(p []byte) (int, error) {
 	b = append(b, "\r\n"...)
 	b = append(b, p...)
 	b = append(b, "\r\n"...)
-	_, err := hs.cc.Write(b)
-	*bp = b[:0]
+	_, err := hs.cc.Write(b) // a b grown past the pooled buffer is not pooled
 	if err != nil {
 		return 0, err
 	}
