@@ -35,13 +35,7 @@ func BenchmarkRateLimits(b *testing.B) {
 		withBenchLimits(b, newHotBench(b)).proxied(b, hotBody)
 	})
 	b.Run("redis", func(b *testing.B) {
-		addrs := limitCluster.Addrs(b)
-		rs, err := store.OpenRedis(store.RedisOptions{Addrs: addrs, KeyPrefix: "rlbench-" + time.Now().Format("150405.000000") + "-"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { rs.Close() })
-		h := withBenchLimits(b, newHotBenchWith(b, Options{Store: rs, Limits: redisLimits(rs)}))
+		h := withBenchLimits(b, redisHotBench(b, "rlbench-"))
 		before := backendCallsOf(h.gw)
 		h.proxied(b, hotBody)
 		b.ReportMetric(float64(backendCallsOf(h.gw)-before)/float64(b.N), "redis-calls/op")
@@ -66,4 +60,16 @@ func BenchmarkRateLimitedStream(b *testing.B) {
 	b.Run("memory", func(b *testing.B) {
 		withBenchLimits(b, newHotBench(b)).proxied(b, stream)
 	})
+}
+
+// redisHotBench is the hot bench on a store in the test Redis Cluster, its
+// keys under a fresh prefix that starts with prefix, the rate limits and
+// budgets kept there as cmd/gateway wires them.
+func redisHotBench(b *testing.B, prefix string) *hotBench {
+	rs, err := store.OpenRedis(store.RedisOptions{Addrs: limitCluster.Addrs(b), KeyPrefix: prefix + time.Now().Format("150405.000000") + "-"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rs.Close() })
+	return newHotBenchWith(b, Options{Store: rs, Limits: redisLimits(rs)})
 }

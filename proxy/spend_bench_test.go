@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/modelgate/gateway/proxy/config"
-	"github.com/modelgate/gateway/store"
 )
 
 // withBenchBudget prices the hot bench's models and gives its key a budget
@@ -39,13 +38,7 @@ func BenchmarkBudgets(b *testing.B) {
 		withBenchBudget(b, newHotBench(b)).proxied(b, hotBody)
 	})
 	b.Run("redis", func(b *testing.B) {
-		addrs := limitCluster.Addrs(b)
-		rs, err := store.OpenRedis(store.RedisOptions{Addrs: addrs, KeyPrefix: "spendbench-" + time.Now().Format("150405.000000") + "-"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { rs.Close() })
-		h := withBenchBudget(b, newHotBenchWith(b, Options{Store: rs, Limits: redisLimits(rs)}))
+		h := withBenchBudget(b, redisHotBench(b, "spendbench-"))
 		before := h.gw.spend.ledger.RoundTrips()
 		h.proxied(b, hotBody)
 		b.ReportMetric(float64(h.gw.spend.ledger.RoundTrips()-before)/float64(b.N), "redis-calls/op")
