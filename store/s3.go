@@ -189,18 +189,27 @@ func (o *objects) put(name string, r io.ReadSeeker, size int64) error {
 
 // idempotent runs a write of the bytes of r that may be made twice (a PUT of an object
 // or of a part: the same name, the same bytes) and makes it once more, from r's start,
-// when it failed without an answer of the service. That is what a kept-alive connection
-// the service closed while idle gives (Go's transport resends only GET-like requests
-// then), and the client is made with one try so that a service down is answered at once.
+// when it failed as sendAgain says.
 func idempotent(r io.Seeker, write func() error) error {
 	err := write()
-	if err == nil || minio.ToErrorResponse(err).StatusCode != 0 {
+	if err == nil || !sendAgain(err) {
 		return err
 	}
 	if _, serr := r.Seek(0, io.SeekStart); serr != nil {
 		return err
 	}
 	return write()
+}
+
+// sendAgain reports whether a request that only reads, or writes what it would write
+// again, may be made once more after err: the service gave no answer, as a kept-alive
+// connection it closed while idle gives (Go's transport resends only GET-like requests
+// then, and the client is made with one try so that a service down is answered at once),
+// or it answered that it could not parse the request (400 BadRequest, not an error about
+// what the request asked), as versitygw was seen to answer one request of many at once.
+func sendAgain(err error) bool {
+	r := minio.ToErrorResponse(err)
+	return r.StatusCode == 0 || r.StatusCode == http.StatusBadRequest && r.Code == "BadRequest"
 }
 
 // remove deletes an object; an object that is not there is no error.
@@ -219,6 +228,9 @@ func (o *objects) appendObject(dst []byte, name string, size int64) ([]byte, err
 	ctx, cancel := o.ctx()
 	defer cancel()
 	body, _, _, err := o.c.GetObject(ctx, o.bucket, name, minio.GetObjectOptions{})
+	if err != nil && !noSuchKey(err) && ctx.Err() == nil && sendAgain(err) {
+		body, _, _, err = o.c.GetObject(ctx, o.bucket, name, minio.GetObjectOptions{}) // it only reads
+	}
 	if err != nil {
 		if noSuchKey(err) {
 			return dst, ErrNotFound
@@ -265,9 +277,7 @@ func (o *objects) list(startAfter string, max int) ([]objectInfo, bool, error) {
 	for len(out) < max {
 		res, err := o.c.ListObjectsV2(o.bucket, o.prefix, startAfter, token, "", min(max-len(out), 1000))
 		if err != nil && ctx.Err() == nil {
-			// A listing only reads: asked once more, as for a put on a dropped
-			// connection (see idempotent). versitygw was seen to refuse one request
-			// of many at once as unparsable, and answer the same one again.
+			// A listing only reads: asked once more on any failure (see sendAgain).
 			res, err = o.c.ListObjectsV2(o.bucket, o.prefix, startAfter, token, "", min(max-len(out), 1000))
 		}
 		if err != nil {

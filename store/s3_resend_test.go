@@ -63,3 +63,71 @@ func TestPutOnClosedKeptAliveConnection(t *testing.T) {
 }
 
 type connKey struct{}
+
+// TestS3UnparsedRequestAskedOnceMore: a service that answers a request 400 BadRequest
+// ("An error occurred when parsing the HTTP request", as versitygw was seen to answer one
+// request of many at once) is asked once more for a put or a get, and only once; a 400 of
+// another code is an answer about the request and final.
+func TestS3UnparsedRequestAskedOnceMore(t *testing.T) {
+	var mu sync.Mutex
+	refuse := map[string]int{} // "METHOD code": answers still to refuse with code
+	seen := map[string]int{}   // requests per method
+	stored := []byte("data")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen[r.Method]++
+		code := ""
+		for _, c := range []string{"BadRequest", "InvalidArgument"} {
+			if refuse[r.Method+" "+c] > 0 {
+				refuse[r.Method+" "+c]--
+				code = c
+				break
+			}
+		}
+		mu.Unlock()
+		if code != "" {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>`+code+`</Code><Message>An error occurred when parsing the HTTP request.</Message></Error>`)
+			return
+		}
+		w.Header().Set("ETag", `"e"`)
+		if r.Method == http.MethodGet {
+			w.Header().Set("Content-Length", "4")
+			w.Header().Set("Last-Modified", "Sat, 28 Nov 2026 05:00:00 GMT")
+			w.Write(stored)
+		}
+	}))
+	defer srv.Close()
+	o := S3Options{Endpoint: srv.URL, Bucket: "bucket", Region: "us-east-1", PathStyle: true, AccessKey: "k", SecretKey: "s"}
+	o.EnsureDefaults()
+	objs, err := newObjects(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	try := func(method, code string, refusals int) error {
+		mu.Lock()
+		refuse[method+" "+code], seen[method] = refusals, 0
+		mu.Unlock()
+		if method == http.MethodPut {
+			return objs.put("obj", bytes.NewReader(stored), int64(len(stored)))
+		}
+		got, err := objs.appendObject(nil, "obj", int64(len(stored)))
+		if err == nil && !bytes.Equal(got, stored) {
+			t.Fatalf("get: %q", got)
+		}
+		return err
+	}
+	for _, m := range []string{http.MethodPut, http.MethodGet} {
+		if err := try(m, "BadRequest", 1); err != nil || seen[m] != 2 {
+			t.Fatalf("%s refused once as unparsed: %v after %d requests, want success after 2", m, err, seen[m])
+		}
+		if err := try(m, "BadRequest", 2); err == nil || seen[m] != 2 {
+			t.Fatalf("%s refused twice: %v after %d requests, want the failure after 2", m, err, seen[m])
+		}
+		if err := try(m, "InvalidArgument", 1); err == nil || seen[m] != 1 {
+			t.Fatalf("%s refused as InvalidArgument: %v after %d requests, want the failure after 1", m, err, seen[m])
+		}
+	}
+}
