@@ -34,10 +34,17 @@ type PacedRow struct {
 func PacedRows(run *Run) []PacedRow {
 	var rows []PacedRow
 	for i := range run.Scenarios {
-		sc := &run.Scenarios[i]
-		for _, size := range pacedSizes(sc) {
-			rows = append(rows, pacedSizeRows(run, sc, size)...)
-		}
+		rows = append(rows, scenarioPacedRows(run, &run.Scenarios[i])...)
+	}
+	return rows
+}
+
+// scenarioPacedRows returns the paced-stream rows of sc: per size, targets
+// in order.
+func scenarioPacedRows(run *Run, sc *Scenario) []PacedRow {
+	var rows []PacedRow
+	for _, size := range pacedSizes(sc) {
+		rows = append(rows, pacedSizeRows(run, sc, size)...)
 	}
 	return rows
 }

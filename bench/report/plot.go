@@ -28,28 +28,36 @@ const minPlotMs = 0.001
 // nines maps a percentile to the x axis: 50 → 0.3, 90 → 1, 99 → 2, 99.9 → 3.
 func nines(p float64) float64 { return -math.Log10(1 - p/100) }
 
-// WritePlots writes two PNG plots per scenario into dir, which must exist: a
-// latency-percentile plot (one line per target, percentiles on a nines
-// scale, latency on a log scale) and a throughput bar chart (one bar per
-// target). It returns the file names written, by scenario index. Scenarios
-// with no measured target get no plots.
+// WritePlots writes the PNG plots of each scenario into dir, which must
+// exist. A scenario of requests gets a latency-percentile plot (one line per
+// target, percentiles on a nines scale, latency on a log scale) and a
+// throughput bar chart (one bar per target); a scenario of paced streams
+// gets its memory, CPU and event-delay plots against the number of streams
+// (see writePacedPlots). It returns the file names written, by scenario
+// index. Scenarios with no measured target get no plots.
 func WritePlots(dir string, run *Run) (map[int][]string, error) {
 	files := make(map[int][]string)
 	for i := range run.Scenarios {
 		sc := &run.Scenarios[i]
-		measured := measuredRows(scenarioRows(run, sc))
-		if len(measured) == 0 {
-			continue
-		}
 		base := fmt.Sprintf("%02d-%s", i+1, slug(sc.Name))
-		lat, tput := base+"-latency.png", base+"-throughput.png"
-		if err := savePlot(latencyPlot(sc.Name, measured), filepath.Join(dir, lat)); err != nil {
+		if measured := measuredRows(scenarioRows(run, sc)); len(measured) > 0 {
+			lat, tput := base+"-latency.png", base+"-throughput.png"
+			if err := savePlot(latencyPlot(sc.Name, measured), filepath.Join(dir, lat)); err != nil {
+				return files, err
+			}
+			if err := savePlot(throughputPlot(sc.Name, measured), filepath.Join(dir, tput)); err != nil {
+				return files, err
+			}
+			files[i] = []string{lat, tput}
+		}
+		paced, err := writePacedPlots(dir, base, run, sc)
+		files[i] = append(files[i], paced...)
+		if err != nil {
 			return files, err
 		}
-		if err := savePlot(throughputPlot(sc.Name, measured), filepath.Join(dir, tput)); err != nil {
-			return files, err
+		if len(files[i]) == 0 {
+			delete(files, i)
 		}
-		files[i] = []string{lat, tput}
 	}
 	return files, nil
 }

@@ -102,9 +102,10 @@ func TestGoals(t *testing.T) {
 
 func TestWriteResults(t *testing.T) {
 	dir := t.TempDir()
-	stale := filepath.Join(dir, "07-gone-latency.png")
-	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
+	for _, stale := range []string{"07-gone-latency.png", "08-gone-delay.png"} {
+		if err := os.WriteFile(filepath.Join(dir, stale), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	run := &report.Run{Title: "T", Notes: []string{"a note"}, Scenarios: []report.Scenario{
 		{Name: "chat", Description: "the chat", Targets: []report.Target{
@@ -124,7 +125,7 @@ func TestWriteResults(t *testing.T) {
 			t.Fatalf("README lacks %q:\n%s", want, readme)
 		}
 	}
-	for name, want := range map[string]bool{"07-gone-latency.png": false, report.MarkdownFile: false,
+	for name, want := range map[string]bool{"07-gone-latency.png": false, "08-gone-delay.png": false, report.MarkdownFile: false,
 		report.JSONFile: true, "01-chat-latency.png": true, "01-chat-throughput.png": true} {
 		if _, err := os.Stat(filepath.Join(dir, name)); (err == nil) != want {
 			t.Fatalf("%s exists: %v, want %v", name, err == nil, want)

@@ -110,7 +110,7 @@ func (r *runner) nginxVersion() string {
 }
 
 // plotName matches the plots report.WritePlots writes, so stale ones go.
-var plotName = regexp.MustCompile(`^\d\d-.+-(latency|throughput)\.png$`)
+var plotName = regexp.MustCompile(`^\d\d-.+-(latency|throughput|memory|cpu|delay)\.png$`)
 
 // writeResults writes the plots, results.json and README.md into dir:
 // README.md is the report's markdown with the goals of the issue inserted
