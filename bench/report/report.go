@@ -1,7 +1,8 @@
 // Package report turns the measurements of a benchmark run into what people
 // read and what later runs compare against: a markdown table per run,
-// latency-percentile and throughput plots per scenario, and a JSON dump of
-// every raw result (histograms included).
+// latency-percentile and throughput plots per scenario of requests, memory,
+// CPU and event-delay plots against the streams per scenario of paced
+// streams, and a JSON dump of every raw result (histograms included).
 //
 // It owns presenting, not measuring: the numbers come from bench/load. Each
 // scenario is measured against the upstream simulator directly (the floor),
