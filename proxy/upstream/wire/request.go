@@ -26,11 +26,11 @@ type Request struct {
 
 	req fasthttp.Request // what the client is given; see raw
 	raw raw
-	// head, set by Relay.Send for its call, is where the transport keeps
-	// the answer's header lines (see ReadPlainHead).
+	// head, given to Do for the call, is where the transport keeps the
+	// answer's header lines (see ReadPlainHead).
 	head *Head
-	// fresh, set by Relay.Send after Relay.Redial, has the transport write
-	// the request on a connection dialled for it, not on a pooled one.
+	// fresh, given to Do after upstream's Relay.Redial, has the transport
+	// write the request on a connection dialled for it, not on a pooled one.
 	fresh bool
 }
 
