@@ -33,13 +33,13 @@ type Stalls interface {
 }
 
 // sharedBody is a streamed body that a read-ahead can read on a goroutine
-// of its own (see answerBody.share).
+// of its own (see the wire's answerBody.Share).
 type sharedBody interface {
 	io.Reader
-	share()
-	unshare()
-	cut()
-	restFits(n int) bool
+	Share()
+	Unshare()
+	Cut()
+	RestFits(n int) bool
 }
 
 // readAhead is a Relay's read-ahead. on and body are the relay goroutine's;
@@ -74,7 +74,7 @@ func (r *Relay) stalled() {
 		return
 	}
 	body, ok := r.stream.(sharedBody)
-	if !ok || !body.restFits(r.dep.maxHeld) {
+	if !ok || !body.RestFits(r.dep.maxHeld) {
 		return
 	}
 	a.buf, _ = heldBufs.Get().(*[]byte)
@@ -87,7 +87,7 @@ func (r *Relay) stalled() {
 	}
 	a.on, a.body, a.dep = true, body, r.dep
 	a.off, a.n, a.err, a.running, a.stop = 0, 0, nil, true, false
-	body.share()
+	body.Share()
 	go a.run()
 }
 
@@ -152,7 +152,7 @@ func (a *readAhead) halt() {
 	a.stop = true
 	a.mu.Unlock()
 	if running {
-		a.body.cut()
+		a.body.Cut()
 	}
 	a.mu.Lock()
 	for a.running {
@@ -166,7 +166,7 @@ func (a *readAhead) finish() {
 	if !a.on {
 		return
 	}
-	a.body.unshare()
+	a.body.Unshare()
 	heldBufs.Put(a.buf)
 	a.on, a.body, a.dep, a.buf, a.err = false, nil, nil, nil, nil
 	a.off, a.n = 0, 0

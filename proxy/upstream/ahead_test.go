@@ -165,9 +165,9 @@ func TestReadAheadCutOnClose(t *testing.T) {
 		case <-done:
 			return "", false
 		}
-	}, func(c net.Conn) *deadlineConn {
+	}, func(c net.Conn) net.Conn {
 		conn.Conn = c
-		return &deadlineConn{Conn: conn}
+		return conn
 	})
 	var r Relay
 	if err := send(t, client, &r, true); err != nil {

@@ -12,21 +12,6 @@ import (
 	"github.com/modelgate/gateway/proxy/family"
 )
 
-// Looking at an idle live connection allocates nothing, and answers that it
-// can carry a request.
-func TestClosedWhileIdleAllocatesNothing(t *testing.T) {
-	setProbeAfter(t, 0)
-	c := idleConn(t)
-	allocs := testing.AllocsPerRun(1000, func() {
-		if c.closedWhileIdle() {
-			t.Fatal("a live connection found closed")
-		}
-	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per look", allocs)
-	}
-}
-
 // TestPickZeroAllocs: a pick allocates nothing, with or without a session,
 // with peak-EWMA costs, loads at the bound and a deployment excluded.
 func TestPickZeroAllocs(t *testing.T) {

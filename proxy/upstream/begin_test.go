@@ -63,7 +63,7 @@ func relayOf(tb testing.TB, head []byte, fast bool) (*Relay, int, error) {
 	if fast {
 		h = &r.head
 	}
-	_, err := readHead(br, false, &r.resp, h)
+	_, err := wire.ReadHead(br, false, &r.resp, h)
 	return r, br.Buffered(), err
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/upstream/wire"
 )
 
 // Deployment is one upstream account of a provider: a pooled connection set,
@@ -24,7 +25,7 @@ type Deployment struct {
 	family family.Family
 	// The upstream URL is the base URL's host + basePath + the endpoint
 	// path; basePath is the base URL's path without a trailing slash. TLS is
-	// the dialer's (see dialer).
+	// the wire's dialer's (see wire.NewClient).
 	host     string // host[:port] of the base URL, lower-cased: the Host header
 	basePath string
 	// credential is the provider's auth header line (see AppendCredentials).
@@ -99,42 +100,14 @@ func New(u config.Upstream, t config.Timeouts, h config.Health, l config.Limits)
 		maxConns:    u.MaxConns,
 		timeouts:    upstreamTimeouts(t),
 	}
-	d.client = newClient(addr, tlsConfig(isTLS, pu.Hostname(), u.TLS), u.MaxConns, t, &d.Stats)
+	d.client = wire.NewClient(addr, wire.Options{Connect: t.Connect.D(), FirstByte: t.FirstByte.D(), Idle: t.Idle.D(),
+		Write: t.Write.D(), IdleConn: t.IdleConn.D(), MaxConns: u.MaxConns, TLS: tlsConfig(isTLS, pu.Hostname(), u.TLS),
+		Observer: (*observer)(d)})
 	d.probe = newProber(d, u.HealthCheck, addr, isTLS, pu.Hostname(), u.TLS)
 	if !d.loadsItself() {
 		d.client.MaxResponseBodySize = d.maxAnswer
 	}
 	return d
-}
-
-// newClient makes the deployment's client to addr; tc, when not nil, is its
-// TLS configuration; stats counts what its connections find.
-func newClient(addr string, tc *tls.Config, maxConns int, t config.Timeouts, stats *Stats) *fasthttp.HostClient {
-	dial := &dialer{connect: t.Connect.D(), firstByte: t.FirstByte.D(), idle: t.Idle.D(), write: t.Write.D(), tls: tc,
-		stats: stats}
-	return &fasthttp.HostClient{
-		Addr:                          addr,
-		Name:                          "",
-		NoDefaultUserAgentHeader:      true,
-		Dial:                          dial.Dial,
-		Transport:                     answerTransport,
-		MaxConns:                      maxConns,
-		MaxIdleConnDuration:           t.IdleConn.D(),
-		MaxIdemponentCallAttempts:     1,
-		ReadBufferSize:                8 << 10,
-		WriteBufferSize:               8 << 10,
-		DisableHeaderNamesNormalizing: true,
-		DisablePathNormalizing:        true,
-		MaxResponseBodySize:           0, // set by New
-		MaxConnWaitTimeout:            t.Connect.D(),
-		// The connection released last is handed out first: a lull leaves the
-		// rest idle, to be closed by MaxIdleConnDuration, and the one reused
-		// is the least likely to have been closed by the upstream. FIFO, the
-		// default, keeps every connection of a burst in use and shifts the
-		// whole idle list on each acquire.
-		ConnPoolStrategy:      fasthttp.LIFO,
-		SecureErrorLogMessage: true, // errors never quote the answer's bytes
-	}
 }
 
 // tlsConfig is the TLS configuration of a deployment on host with the
@@ -179,7 +152,7 @@ const fasthttpLinearMax = 96 << 20
 
 // loadsItself reports whether answers read whole are read by Relay.Load
 // rather than by fasthttp: when the bound is above fasthttpLinearMax (the
-// body is then streamed to Load by answerBody).
+// body is then streamed to Load by the wire's answer body).
 func (d *Deployment) loadsItself() bool { return d.maxAnswer > fasthttpLinearMax }
 
 // Name is the deployment's configured name.
@@ -208,3 +181,67 @@ func (d *Deployment) Addr() string { return d.client.Addr }
 
 // Conns is the number of open connections to the deployment.
 func (d *Deployment) Conns() int { return d.client.ConnsCount() }
+
+// AppendRequestLine appends the request line of a call to path on d, with
+// the query string when not empty, and d's Host header. The path is d's base
+// path and the endpoint's, byte for byte: the gateway's paths are its own,
+// and an id taken from the client's path was checked before it got here.
+func (d *Deployment) AppendRequestLine(dst, method []byte, path string, query []byte) []byte {
+	dst = append(dst, method...)
+	dst = append(dst, ' ')
+	dst = append(dst, d.basePath...)
+	dst = append(dst, path...)
+	if len(query) > 0 {
+		dst = append(dst, '?')
+		dst = append(dst, query...)
+	}
+	dst = append(dst, " HTTP/1.1\r\nHost: "...)
+	dst = append(dst, d.host...)
+	return append(dst, "\r\n"...)
+}
+
+// AppendCredentials appends the provider's auth headers: alpha x-api-key
+// (and anthropic-version unless versioned, when the client sent its own),
+// beta a Bearer token, gamma x-goog-api-key.
+func (d *Deployment) AppendCredentials(dst []byte, versioned bool) []byte {
+	dst = append(dst, d.credential...)
+	if d.family == family.Alpha && !versioned {
+		dst = append(dst, "Anthropic-Version: 2023-06-01\r\n"...)
+	}
+	return dst
+}
+
+// credentialLine is the auth header line of a deployment of fam with key.
+func credentialLine(fam family.Family, key string) string {
+	switch fam {
+	case family.Alpha:
+		return "X-Api-Key: " + key + "\r\n"
+	case family.Beta:
+		return "Authorization: Bearer " + key + "\r\n"
+	case family.Gamma:
+		return "X-Goog-Api-Key: " + key + "\r\n"
+	}
+	return ""
+}
+
+// observer is a Deployment as its connections tell it what they see (see
+// wire.Observer).
+type observer Deployment
+
+// HeadRead records, for routing, the time from sent (as the request's write
+// began: the write may wait for the answer's first byte) to the end of the
+// answer's head, whose status is status, or to the first-byte timeout that
+// err may be: a deployment whose heads time out is as slow as that. A
+// failure's answer (a 5xx, a 429) or any other error is the health's to
+// count, not a time: a deployment that fails fast must not look fast.
+func (o *observer) HeadRead(sent int64, status int, err error) {
+	switch {
+	case err != nil && !IsTimeout(err), err == nil && (FailureStatus(status) || status == 429):
+		return
+	}
+	now := monoNow()
+	o.ttfb.observe(time.Duration(now-sent), now)
+}
+
+// IdleClosed counts a pooled connection found closed while idle.
+func (o *observer) IdleClosed() { o.Stats.idleClosed.Add(1) }

@@ -3,8 +3,11 @@ package upstream
 import (
 	"bufio"
 	"bytes"
+	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/valyala/fasthttp"
@@ -54,5 +57,47 @@ func TestEndHead(t *testing.T) {
 		if got := string(EndHead(nil, []byte(c.method), c.n)); got != c.want {
 			t.Errorf("%s with %d bytes: %q, want %q", c.method, c.n, got, c.want)
 		}
+	}
+}
+
+// A call through a deployment's client tells the deployment what its
+// connection saw (see observer): the time its answer's head took, for
+// routing, and a pooled connection found closed while idle, in Stats.
+func TestDeploymentObservesItsConnections(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var req fasthttp.Request
+		if req.Read(bufio.NewReader(c)) == nil {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	}()
+	d := New(config.Upstream{Name: "d", Family: "beta", BaseURL: "http://" + ln.Addr().String(), APIKey: "k", MaxConns: 1},
+		config.Timeouts{Connect: config.Duration(time.Minute), FirstByte: config.Duration(time.Minute)},
+		config.Health{}, config.Limits{MaxResponseBytes: 1 << 20})
+	if d.FirstByteEWMA() != 0 {
+		t.Fatal("a time to first byte before any call")
+	}
+	var r Relay
+	req := get("/")
+	defer ReleaseRequest(req)
+	if err := r.Send(d, req, false); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if d.FirstByteEWMA() <= 0 {
+		t.Fatal("the answer's head did not reach the deployment's time to first byte")
+	}
+	(*observer)(d).IdleClosed()
+	if got := d.Stats.IdleClosed(); got != 1 {
+		t.Fatalf("%d connections found closed while idle, want 1", got)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelgate/gateway/proxy/upstream/wire"
 )
 
 // DefaultDecay is the decay constant of a deployment's peak-EWMA time to
@@ -33,12 +35,10 @@ type peakEWMA struct {
 	tau   atomic.Int64  // the decay constant in nanoseconds; 0: DefaultDecay
 }
 
-// epoch is the origin of monoNow.
-var epoch = time.Now()
-
 // monoNow is the time in nanoseconds on the monotonic clock: a change of the
-// wall clock does not age or rejuvenate an average.
-func monoNow() int64 { return int64(time.Since(epoch)) }
+// wall clock does not age or rejuvenate an average. It is the wire's clock,
+// on which it tells when a request's write began (see wire.Observer).
+func monoNow() int64 { return wire.MonoNow() }
 
 // decay returns the weight exp(-Δt/τ) that an average set at stamp keeps at
 // now.

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/upstream/wire"
 )
 
 // answerHeads are the heads of a chat answer as each provider sends it (the
@@ -60,7 +61,7 @@ func BenchmarkAnswerHead(b *testing.B) {
 				out.Reset()
 				rd.Reset(head)
 				br.Reset(rd)
-				if _, err := readHead(br, false, &r.resp, &r.head); err != nil {
+				if _, err := wire.ReadHead(br, false, &r.resp, &r.head); err != nil {
 					b.Fatal(err)
 				}
 				if mode == "begin" {

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/upstream/wire"
 )
 
 func newHealthDeployment(t *testing.T, log *bytes.Buffer) *Deployment {
@@ -72,7 +75,7 @@ func TestOutOfDescriptorsIsNotAFailure(t *testing.T) {
 	var log bytes.Buffer
 	d := newHealthDeployment(t, &log)
 	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE} {
-		cause := &errDial{err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", errno)}}
+		cause := dialError(t, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", errno)})
 		for range 4 {
 			if d.Failed(cause) {
 				t.Fatalf("%v excluded the deployment", errno)
@@ -82,9 +85,24 @@ func TestOutOfDescriptorsIsNotAFailure(t *testing.T) {
 			t.Fatalf("%v: deployment excluded", errno)
 		}
 	}
-	refused := &errDial{err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	refused := dialError(t, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})
 	d.Failed(refused)
 	if !d.Failed(refused) {
 		t.Fatal("two refused dials did not exclude the deployment")
 	}
+}
+
+// dialError is the error of a call whose dial failed with cause, as a
+// deployment's client returns it.
+func dialError(t *testing.T, cause error) error {
+	t.Helper()
+	client := wire.NewClient("upstream", wire.Options{Dial: func(string) (net.Conn, error) { return nil, cause }})
+	req := get("/")
+	defer ReleaseRequest(req)
+	var resp fasthttp.Response
+	err := req.Do(client, &resp, nil, false)
+	if !IsDialError(err) || !errors.Is(err, cause) {
+		t.Fatalf("a failed dial: %v, want a dial error of %v", err, cause)
+	}
+	return err
 }

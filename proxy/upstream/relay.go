@@ -130,17 +130,16 @@ func (r *Relay) Send(dep *Deployment, req *Request, stream bool) error {
 	dep.inflight.Add(1)
 	dep.Stats.attempts.Add(1)
 	dep.Budget.called(time.Now().Unix())
-	r.resp.Reset()     // no earlier call's connection is read by Stale
-	req.head = &r.head // wire.ReadPlainHead forgets an earlier call's head
-	req.ttfb = &dep.ttfb
-	req.fresh, r.redial = r.redial, false
+	r.resp.Reset() // no earlier call's connection is read by Stale
 	r.resp.StreamBody = stream || dep.loadsItself()
-	err := dep.client.Do(req.client(), &r.resp)
+	// wire.ReadPlainHead forgets an earlier call's head in r.head.
+	err := req.Do(dep.client, &r.resp, &r.head, r.redial)
+	r.redial = false
 	if err == nil && !stream {
 		// Not asked for as a stream, yet read by Load from one: it comes whole
-		// within idle, as fasthttp's whole read does (see deadlineConn.pinIdle).
-		if b, ok := r.resp.BodyStream().(interface{ pinIdle() }); ok {
-			b.pinIdle()
+		// within idle, as fasthttp's whole read does (see the wire's PinIdle).
+		if b, ok := r.resp.BodyStream().(interface{ PinIdle() }); ok {
+			b.PinIdle()
 		}
 	}
 	if err != nil {
@@ -230,7 +229,7 @@ func (r *Relay) BeginLines(out *fasthttp.Response, lines, markName, markValue []
 		return r.Begin(out), lines, false
 	}
 	var set *streamHeaders // an SSE stream's: see setStreamHeaders
-	if isEventStream(&r.resp.Header) {
+	if wire.IsEventStream(&r.resp.Header) {
 		set = &r.linesSet
 	}
 	status = r.beginStatus(out)
@@ -346,7 +345,7 @@ func streamValue(name string) string {
 // setStreamHeaders sets an SSE stream's Cache-Control and X-Accel-Buffering
 // on out, but those BeginLines put in the lines already.
 func (r *Relay) setStreamHeaders(out *fasthttp.Response) {
-	if !isEventStream(&r.resp.Header) {
+	if !wire.IsEventStream(&r.resp.Header) {
 		return
 	}
 	if !r.linesSet.cacheControl {
@@ -434,7 +433,7 @@ func (r *Relay) Streamed() bool { return !r.loaded }
 func (r *Relay) Stream(out *fasthttp.Response, fam family.Family, responses bool, tap Tap) int {
 	r.stream = r.resp.BodyStream()
 	r.fam, r.responses, r.tap = fam, responses, tap
-	r.sse = isEventStream(&r.resp.Header)
+	r.sse = wire.IsEventStream(&r.resp.Header)
 	r.beginIdentity(fam, responses)
 	r.usage.text.Reset(responses)
 	r.setStreamHeaders(out)
@@ -447,14 +446,6 @@ func (r *Relay) Stream(out *fasthttp.Response, fam family.Family, responses bool
 	}
 	r.fixedSize = size >= 0
 	return size
-}
-
-// isEventStream reports whether an answer with header h is an SSE stream.
-// A media type is named in any case (RFC 9110 section 8.3.1).
-func isEventStream(h *fasthttp.ResponseHeader) bool {
-	const sse = "text/event-stream"
-	ct := h.ContentType()
-	return len(ct) >= len(sse) && strings.EqualFold(b2s(ct[:len(sse)]), sse)
 }
 
 // Streaming reports whether a streamed answer is being relayed.

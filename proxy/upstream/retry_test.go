@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/upstream/wire"
 )
 
 func TestRetryAfter(t *testing.T) {
@@ -75,7 +76,7 @@ func TestRetryAfterAnyCase(t *testing.T) {
 		var r Relay
 		r.dep = unreachableDeployment("beta", config.Health{Cooldown: config.Duration(time.Hour)})
 		head := "HTTP/1.1 429 Too Many Requests\r\n" + name + ": 7\r\nContent-Length: 0\r\n\r\n"
-		if _, err := readHead(bufio.NewReader(strings.NewReader(head)), false, &r.resp, &r.head); err != nil {
+		if _, err := wire.ReadHead(bufio.NewReader(strings.NewReader(head)), false, &r.resp, &r.head); err != nil {
 			t.Fatal(err)
 		}
 		now := time.Now()

@@ -378,10 +378,9 @@ func simulateHeavySessions(t *testing.T, deps int, balance float64) heavyRun {
 func TestHeadReadSamples(t *testing.T) {
 	f := func(status int, err error, want bool) {
 		t.Helper()
-		var e peakEWMA
-		r := &Request{ttfb: &e}
-		r.headRead(monoNow()-int64(time.Millisecond), status, err)
-		if got := e.value(monoNow()) != 0; got != want {
+		d := &Deployment{}
+		(*observer)(d).HeadRead(monoNow()-int64(time.Millisecond), status, err)
+		if got := d.ttfb.value(monoNow()) != 0; got != want {
 			t.Errorf("status %d, err %v: sampled %v, want %v", status, err, got, want)
 		}
 	}
@@ -392,7 +391,6 @@ func TestHeadReadSamples(t *testing.T) {
 	f(529, nil, false)
 	f(0, fasthttp.ErrTimeout, true)
 	f(0, io.ErrUnexpectedEOF, false)
-	(&Request{}).headRead(0, 200, nil) // no deployment to tell: nothing
 }
 
 // TestBoundedConcurrent: picks with sessions from several goroutines, the

@@ -25,7 +25,7 @@ type Stats struct {
 	retries   [NumRetryReasons]atomic.Uint64
 	exhausted atomic.Uint64
 	// idleClosed counts the pooled connections found closed by the upstream
-	// before a request was written on them (see deadlineConn.closedWhileIdle).
+	// before a request was written on them (see wire.Observer).
 	idleClosed atomic.Uint64
 	// Meter holds the deployment's histograms and counters, set by the
 	// gateway's metrics on first use; they live in the gateway's

@@ -154,7 +154,7 @@ func (r *Relay) WriteTo(w io.Writer) (int64, error) {
 
 // writeEventsTo relays an SSE body. Each round waits for data in a small
 // read, then goes on into a pooled buffer while the event is unfinished or
-// the next upstream chunk is already buffered (see answerBody.ready), and writes
+// the next upstream chunk is already buffered (see peeker), and writes
 // what it gathered as one chunk, which fasthttp's chunk writer sends at once.
 // So a burst of events leaves in one write, an idle stream holds no buffer,
 // and no finished event waits for the network: only the bytes of an
@@ -240,9 +240,9 @@ func (r *Relay) writeFinishedEvents(w io.Writer, buf *[]byte) (int, error) {
 }
 
 // peeker is a streamed body that can tell what its next read would wait for
-// (see answerBody).
+// (see the wire's answerBody).
 type peeker interface {
-	ready() bool
+	Ready() bool
 }
 
 // upstreamReady reports whether the next read of the upstream body returns
@@ -253,7 +253,7 @@ func (r *Relay) upstreamReady() bool {
 		return r.ahead.ready()
 	}
 	p, ok := r.stream.(peeker)
-	return ok && p.ready()
+	return ok && p.Ready()
 }
 
 // writeEvents writes p as one chunk, less what StripUsage takes out of it

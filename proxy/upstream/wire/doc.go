@@ -1,10 +1,21 @@
-// Package wire reads the HTTP/1.1 framing of a provider's answer where the
-// gateway reads it itself instead of fasthttp: the answer's head when it is
-// plainly framed (ReadPlainHead into a Head, answerhead.go) and a chunked
-// body's framing (ReadChunkSize, ReadCRLF, ChunkBuffered, chunked.go). It
-// works on a bufio.Reader and a fasthttp.Response header, knows nothing of
-// deployments, routing or relaying, and imports no package of the gateway:
-// package upstream, whose transport holds the connection, calls it.
+// Package wire owns the HTTP/1.1 wire towards the providers, one deployment's
+// connections at a time: its client (NewClient: fasthttp's HostClient, for
+// its connection pool, with the wire's dialer and transport, client.go), the
+// dial with its deadlines and TLS (dial.go, openconns.go), the request's
+// write (Request, request.go), the round trip on a pooled connection
+// (transport.go), the answer's head (ReadHead, and ReadPlainHead into a
+// Head, answerhead.go), a streamed answer's body read from the connection's
+// bufio.Reader (answer.go) and its chunks' framing (ReadChunkSize, ReadCRLF,
+// ChunkBuffered, chunked.go), and Cancel, which ends a call's wait from
+// another goroutine (cancel.go). It tells an Observer what the connections
+// see (observer.go: when an answer's head came, a pooled connection found
+// closed while idle).
+//
+// It knows nothing of deployments, routing, health or relaying: package
+// upstream, whose deployments hold the clients and give them an Observer,
+// and whose relay reads the bodies (Ready, Share, Cut, RestFits, PinIdle),
+// calls it. It imports no package of the gateway but proxy/rawio, the system
+// calls of the gateway's TCP sockets.
 //
 // Where it reads answers differently from fasthttp (v1.74.0), and why:
 //
@@ -30,20 +41,57 @@
 //     to the same status, framing, content type, close and bytes read.
 //     A failure to read the head's first byte is returned as fasthttp's
 //     parser returns it: fasthttp.ErrTimeout for a timeout, io.EOF else.
-//   - A chunked body. A streamed body is read from the connection's
-//     bufio.Reader by upstream's answer body, not by fasthttp's streamed
-//     path, which wraps each body in a new stream and closures (allocations
-//     per call) and hides how much of the answer is already read. Its chunk
-//     size lines are bounded as fasthttp bounds them (at most 15 hex digits)
-//     and, where fasthttp's are not, in length too (extensions: 4 KiB); a
-//     malformed one is ErrBrokenChunk, a body cut inside one
-//     io.ErrUnexpectedEOF. ChunkBuffered tells whether the next chunk is
-//     whole in the buffer, which fasthttp cannot say: the relay gathers a
-//     burst of events, and a stream's last events with the body's end, into
-//     one write to the client (docs/performance.md "The upstream read is the
-//     gateway's own", "A stream's end in one write").
+//     ReadHead skips up to eight 1xx answers before the real one, where
+//     fasthttp's Response.Read skips a hundred.
+//   - A streamed body. It is read from the connection's bufio.Reader by the
+//     wire's answer body, not by fasthttp's streamed path, which wraps each
+//     body in a new stream and closures (allocations per call) and hides how
+//     much of the answer is already read. Its chunk size lines are bounded
+//     as fasthttp bounds them (at most 15 hex digits) and, where fasthttp's
+//     are not, in length too (extensions: 4 KiB); a malformed one is
+//     ErrBrokenChunk, a body cut inside one io.ErrUnexpectedEOF.
+//     ChunkBuffered tells whether the next chunk is whole in the buffer,
+//     which fasthttp cannot say: the relay gathers a burst of events, and a
+//     stream's last events with the body's end, into one write to the client
+//     (docs/performance.md "The upstream read is the gateway's own", "A
+//     stream's end in one write"). An event stream's body moves to a 2 KiB
+//     reader once its head is read ("An idle stream's upstream reader").
 //
 // Trailers, a body read whole and every head it leaves are read by fasthttp's
 // public parser (ResponseHeader.Read, ReadTrailer, Response.ReadBody), as
 // fasthttp reads them.
+//
+// Where it writes, dials and waits differently from fasthttp's client, and
+// why (fasthttp still pools the connections: AcquireConn, ReleaseConn,
+// CloseConn, the bound on connections, the wait for one, idle timeout):
+//
+//   - The request. fasthttp would serialise a fasthttp.Request; the
+//     transport writes a Request's Head and Body as they stand, built in
+//     one pass by the caller (docs/performance.md "The upstream request's
+//     head is written, not built"). fasthttp is given an empty request whose
+//     body stream leads back to the Request; any other request is refused.
+//     The write and the wait for the answer are one (flushAwait, "The answer
+//     is awaited, not read for").
+//   - The deadlines. fasthttp's ReadTimeout would bound a whole streamed
+//     body, and its WriteTimeout a whole request; the connection owns its
+//     deadlines instead and ignores fasthttp's: an answer's head must come
+//     within the first-byte timeout of the request's write, each later read
+//     within the idle timeout (a body not asked for as a stream, whole
+//     within it), and each 256 KiB piece of a request must be taken within
+//     the write timeout.
+//   - Failover. fasthttp never sends a call again (MaxIdemponentCallAttempts
+//     1): whether a call goes again is package upstream's. Stale tells a
+//     call that failed on a pooled connection the upstream had closed, and
+//     Request.Do's fresh sends the next one on a connection dialled for it;
+//     a pooled connection idle for more than a second is looked at
+//     (closedWhileIdle, one recv(2) of MSG_PEEK) and replaced before any
+//     byte of a request is written on it.
+//   - TLS. The dialer speaks it (tls.Config from the deployment), not
+//     fasthttp's IsTLS, below the connection that owns the deadlines, so
+//     that they and the idle check see the TCP connection whatever the
+//     scheme.
+//   - Cancel. fasthttp has no way to end a call from another goroutine; a
+//     Cancel moves the attached connection's read deadline to the past,
+//     which wakes the read that waits, and the call's goroutine closes the
+//     connection. No goroutine or timer waits for it.
 package wire

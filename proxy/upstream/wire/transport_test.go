@@ -1,4 +1,4 @@
-package upstream
+package wire
 
 import (
 	"bufio"
@@ -74,13 +74,13 @@ func pipeClient(answer func() (string, bool), wrap func(net.Conn) *deadlineConn)
 	return &fasthttp.HostClient{Addr: "upstream", Dial: dial, Transport: answerTransport}
 }
 
-// send makes one call with client into r, streamed or not.
-func send(t *testing.T, client *fasthttp.HostClient, r *Relay, stream bool) error {
+// send makes one call with client into resp, streamed or not.
+func send(t *testing.T, client *fasthttp.HostClient, resp *fasthttp.Response, stream bool) error {
 	t.Helper()
 	req := get("/")
 	defer ReleaseRequest(req)
-	r.resp.StreamBody = stream
-	return client.Do(req.client(), &r.resp)
+	resp.StreamBody = stream
+	return req.Do(client, resp, nil, false)
 }
 
 // get returns a GET of path, as the transport is given it.
@@ -88,46 +88,6 @@ func get(path string) *Request {
 	req := AcquireRequest()
 	req.Head = append(req.Head, "GET "+path+" HTTP/1.1\r\nHost: upstream\r\n\r\n"...)
 	return req
-}
-
-// streamed begins relaying the streamed answer in r.
-func streamed(r *Relay) *fasthttp.Response {
-	var out fasthttp.Response
-	r.dep = &Deployment{}
-	r.dep.inflight.Add(1)
-	r.Stream(&out, 0, false, nil)
-	return &out
-}
-
-// The relay is told a chunk is ready exactly while its read would not wait.
-// The answer arrives in one write, so the first read of the connection
-// holds it whole.
-func TestAnswerBodyReady(t *testing.T) {
-	var dials int
-	client := pipeUpstream(t, &dials, sseHead+sseChunks)
-	var r Relay
-	if err := send(t, client, &r, true); err != nil {
-		t.Fatal(err)
-	}
-	out := streamed(&r)
-	defer r.Close()
-	if !ownsBody(&r) || !r.upstreamReady() || out.ImmediateHeaderFlush {
-		t.Fatalf("peek %v ready %v immediate %v", ownsBody(&r), r.upstreamReady(), out.ImmediateHeaderFlush)
-	}
-	buf := make([]byte, 4)
-	if n, _ := r.Read(buf); n != 4 || !r.upstreamReady() {
-		t.Fatalf("after a 4-byte read: n %d ready %v", n, r.upstreamReady())
-	}
-	r.Read(make([]byte, 64)) // the rest of the first chunk
-	if !r.upstreamReady() {
-		t.Fatal("the second chunk is here, yet not ready")
-	}
-	if n, _ := r.Read(make([]byte, 64)); n != 9 || r.upstreamReady() {
-		t.Fatalf("the final chunk is next: n %d ready %v", n, r.upstreamReady())
-	}
-	if n, err := r.stream.Read(make([]byte, 64)); n != 0 || err != io.EOF {
-		t.Fatalf("end: %d %v", n, err)
-	}
 }
 
 // A body read to its end gives its connection back to the pool; one closed
@@ -139,31 +99,29 @@ func TestAnswerBodyConnectionReuse(t *testing.T) {
 	client := pipeUpstream(t, &dials, sseHead+sseChunks, cl, cl, cl, cl)
 	want := []string{"data: a\n\ndata: b\n\n", body, body}
 	for i, stream := range []bool{true, true, false} {
-		var r Relay
-		if err := send(t, client, &r, stream); err != nil {
+		var resp fasthttp.Response
+		if err := send(t, client, &resp, stream); err != nil {
 			t.Fatal(i, err)
 		}
 		if stream {
-			streamed(&r)
-			got, err := io.ReadAll(r.stream)
-			r.Close()
+			got, err := io.ReadAll(resp.BodyStream())
+			resp.CloseBodyStream()
 			if err != nil || string(got) != want[i] {
 				t.Fatalf("call %d: %q %v", i, got, err)
 			}
-		} else if string(r.resp.Body()) != want[i] {
-			t.Fatalf("call %d: %q", i, r.resp.Body())
+		} else if string(resp.Body()) != want[i] {
+			t.Fatalf("call %d: %q", i, resp.Body())
 		}
 	}
 	if dials != 1 {
 		t.Fatalf("%d connections for three calls read whole, want 1", dials)
 	}
-	var r Relay
-	if err := send(t, client, &r, true); err != nil {
+	var resp fasthttp.Response
+	if err := send(t, client, &resp, true); err != nil {
 		t.Fatal(err)
 	}
-	streamed(&r)
-	r.Close() // unread
-	if err := send(t, client, &r, false); err != nil || dials != 2 {
+	resp.CloseBodyStream() // unread
+	if err := send(t, client, &resp, false); err != nil || dials != 2 {
 		t.Fatalf("after a body closed unread: %v, %d connections, want 2", err, dials)
 	}
 }
@@ -177,35 +135,28 @@ func TestTransportInterimAndEmpty(t *testing.T) {
 		"HTTP/1.1 204 No Content\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
 		strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", maxInterim+1)+"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-	var r Relay
-	if err := send(t, client, &r, true); err != nil || r.resp.StatusCode() != 200 {
-		t.Fatalf("after 1xx: %v %d", err, r.resp.StatusCode())
+	var resp fasthttp.Response
+	if err := send(t, client, &resp, true); err != nil || resp.StatusCode() != 200 {
+		t.Fatalf("after 1xx: %v %d", err, resp.StatusCode())
 	}
-	got, _ := io.ReadAll(r.resp.BodyStream())
-	r.resp.CloseBodyStream()
+	got, _ := io.ReadAll(resp.BodyStream())
+	resp.CloseBodyStream()
 	if string(got) != "ok" {
 		t.Fatalf("body after 1xx: %q", got)
 	}
 	for _, status := range []int{204, 200} {
-		r.resp.Reset()
-		if err := send(t, client, &r, true); err != nil || r.resp.StatusCode() != status || r.resp.BodyStream() != nil {
-			t.Fatalf("empty %d: %v %d stream %v", status, err, r.resp.StatusCode(), r.resp.BodyStream() != nil)
+		resp.Reset()
+		if err := send(t, client, &resp, true); err != nil || resp.StatusCode() != status || resp.BodyStream() != nil {
+			t.Fatalf("empty %d: %v %d stream %v", status, err, resp.StatusCode(), resp.BodyStream() != nil)
 		}
 	}
 	if dials != 1 {
 		t.Fatalf("%d connections, want 1", dials)
 	}
-	r.resp.Reset()
-	if err := send(t, client, &r, false); !errors.Is(err, errTooManyInterim) {
+	resp.Reset()
+	if err := send(t, client, &resp, false); !errors.Is(err, errTooManyInterim) {
 		t.Fatalf("endless 1xx: %v", err)
 	}
-}
-
-// ownsBody reports whether r's streamed body is the gateway's own reader,
-// which can tell what its next read would wait for.
-func ownsBody(r *Relay) bool {
-	_, ok := r.stream.(peeker)
-	return ok
 }
 
 // sized is what the tests see of an answerBody's reader.
@@ -230,16 +181,15 @@ func TestEventStreamReaderShrinks(t *testing.T) {
 		{long, 4096}, // the test client's default ReadBufferSize
 		{body, 4096},
 	} {
-		var r Relay
-		if err := send(t, client, &r, true); err != nil {
+		var resp fasthttp.Response
+		if err := send(t, client, &resp, true); err != nil {
 			t.Fatal(i, err)
 		}
-		streamed(&r)
-		if got := r.stream.(sized).readerSize(); got != c.size {
+		if got := resp.BodyStream().(sized).readerSize(); got != c.size {
 			t.Errorf("call %d: read through %d bytes, want %d", i, got, c.size)
 		}
-		got, err := io.ReadAll(r.stream)
-		r.Close()
+		got, err := io.ReadAll(resp.BodyStream())
+		resp.CloseBodyStream()
 		if err != nil || string(got) != c.want {
 			t.Fatalf("call %d: %q %v", i, got, err)
 		}
@@ -270,13 +220,12 @@ func TestEventStreamHeadAlone(t *testing.T) {
 		dc.local = connAddr{Addr: client.LocalAddr(), conn: dc}
 		return dc, nil
 	}}
-	var r Relay
-	if err := send(t, hc, &r, true); err != nil {
+	var resp fasthttp.Response
+	if err := send(t, hc, &resp, true); err != nil {
 		t.Fatal(err)
 	}
-	streamed(&r)
-	defer r.Close()
-	if got := r.stream.(sized).readerSize(); got != sseReaderSize {
+	defer resp.CloseBodyStream()
+	if got := resp.BodyStream().(sized).readerSize(); got != sseReaderSize {
 		t.Fatalf("read through %d bytes, want %d", got, sseReaderSize)
 	}
 	go func() {
@@ -284,7 +233,7 @@ func TestEventStreamHeadAlone(t *testing.T) {
 		events <- "9\r\ndata: b\n\n\r\n0\r\n\r\n"
 		close(events)
 	}()
-	got, err := io.ReadAll(r.stream)
+	got, err := io.ReadAll(resp.BodyStream())
 	if err != nil || string(got) != "data: a\n\ndata: b\n\n" {
 		t.Fatalf("%q %v", got, err)
 	}
@@ -313,9 +262,9 @@ func TestWholeAnswerArmsNoDeadline(t *testing.T) {
 		return &deadlineConn{Conn: &deadlineCounter{Conn: c, sets: &sets}, firstByte: 10 * time.Minute, idle: time.Minute}
 	})
 	for i := range 5 {
-		var r Relay
-		if err := send(t, client, &r, false); err != nil || string(r.resp.Body()) != "{}" {
-			t.Fatalf("call %d: %q %v", i, r.resp.Body(), err)
+		var resp fasthttp.Response
+		if err := send(t, client, &resp, false); err != nil || string(resp.Body()) != "{}" {
+			t.Fatalf("call %d: %q %v", i, resp.Body(), err)
 		}
 	}
 	if sets != 1 {
@@ -358,9 +307,9 @@ func TestWriteDeadlineArmedOnce(t *testing.T) {
 			idle: time.Minute, write: time.Minute}
 	})
 	for i := range 5 {
-		var r Relay
-		if err := send(t, client, &r, false); err != nil || string(r.resp.Body()) != "{}" {
-			t.Fatalf("call %d: %q %v", i, r.resp.Body(), err)
+		var resp fasthttp.Response
+		if err := send(t, client, &resp, false); err != nil || string(resp.Body()) != "{}" {
+			t.Fatalf("call %d: %q %v", i, resp.Body(), err)
 		}
 	}
 	if sets != 1 {
@@ -384,8 +333,8 @@ func TestWriteTimeout(t *testing.T) {
 		dc.local = connAddr{Addr: c.LocalAddr(), conn: dc}
 		return dc, nil
 	}}
-	var r Relay
-	if err := send(t, client, &r, false); err != fasthttp.ErrTimeout {
+	var resp fasthttp.Response
+	if err := send(t, client, &resp, false); err != fasthttp.ErrTimeout {
 		t.Fatalf("%v, want fasthttp.ErrTimeout", err)
 	}
 	select {
@@ -395,5 +344,38 @@ func TestWriteTimeout(t *testing.T) {
 	}
 	if n := client.ConnsCount(); n != 0 {
 		t.Fatalf("%d connections kept", n)
+	}
+}
+
+// heads is an Observer that records the heads it is told of.
+type heads struct {
+	sent     []int64
+	statuses []int
+	errs     []error
+}
+
+func (h *heads) HeadRead(sent int64, status int, err error) {
+	h.sent, h.statuses, h.errs = append(h.sent, sent), append(h.statuses, status), append(h.errs, err)
+}
+func (h *heads) IdleClosed() {}
+
+// The connections' Observer is told of each answer's head, with its status,
+// and of when its request's write began, on MonoNow's clock.
+func TestObserverToldOfHeads(t *testing.T) {
+	var obs heads
+	client := pipeClient(func() (string, bool) {
+		return "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n", true
+	}, func(c net.Conn) *deadlineConn {
+		return &deadlineConn{Conn: c, obs: &obs}
+	})
+	before := MonoNow()
+	var resp fasthttp.Response
+	if err := send(t, client, &resp, false); err != nil {
+		t.Fatal(err)
+	}
+	after := MonoNow()
+	if len(obs.statuses) != 1 || obs.statuses[0] != 503 || obs.errs[0] != nil ||
+		obs.sent[0] < before || obs.sent[0] > after {
+		t.Fatalf("told %v %v sent %v, want 503 between %d and %d", obs.statuses, obs.errs, obs.sent, before, after)
 	}
 }

@@ -1,4 +1,4 @@
-package upstream
+package wire
 
 import (
 	"bufio"
@@ -7,8 +7,6 @@ import (
 	"sync"
 
 	"github.com/valyala/fasthttp"
-
-	"github.com/modelgate/gateway/proxy/upstream/wire"
 )
 
 // answerBody is a streamed answer's body, read from the connection's
@@ -18,7 +16,7 @@ import (
 // bytes to the client: the client's next call finds it there. Close of a body
 // not read to its end closes the connection, which cancels the upstream call.
 // Read and Close are called from one goroutine at a time: the relay's, or a
-// read-ahead's while it is shared (see share); cut may come from the relay's
+// read-ahead's while it is shared (see Share); Cut may come from the relay's
 // meanwhile.
 type answerBody[C conn] struct {
 	t    *transport[C]
@@ -39,9 +37,10 @@ type answerBody[C conn] struct {
 	// lets it go (see Cancel).
 	cancel *Cancel
 	// shared is set while a read-ahead reads the body on a goroutine of its
-	// own (see readAhead); the relay's goroutine may then cut the
-	// connection. end and cut agree under mu on who lets it go: cut closes
-	// it unless end has released it, and end then closes it too.
+	// own (see package upstream's readAhead); the relay's goroutine may
+	// then Cut the connection. end and Cut agree under mu on who lets it
+	// go: Cut closes it unless end has released it, and end then closes it
+	// too.
 	shared bool
 	mu     sync.Mutex
 	isCut  bool
@@ -81,7 +80,7 @@ func (b *answerBody[C]) Read(p []byte) (int, error) {
 // its data; the read that ends a chunk's data also reads its CRLF.
 func (b *answerBody[C]) readChunked(p []byte) (int, error) {
 	if b.left == 0 {
-		size, err := wire.ReadChunkSize(b.br)
+		size, err := ReadChunkSize(b.br)
 		if err != nil {
 			return 0, err
 		}
@@ -100,7 +99,7 @@ func (b *answerBody[C]) readChunked(p []byte) (int, error) {
 		return n, io.ErrUnexpectedEOF
 	}
 	if err == nil && b.left == 0 {
-		err = wire.ReadCRLF(b.br)
+		err = ReadCRLF(b.br)
 	}
 	return n, err
 }
@@ -186,7 +185,7 @@ func (b *answerBody[C]) end() {
 	b.releaseReader()
 	b.br = nil
 	// Shared, the answer's header is not read: the relay may be setting it
-	// (see share).
+	// (see Share).
 	if b.cancel.detach() || b.closeConn || b.isCut || (!b.shared && b.resp.ConnectionClose()) {
 		b.t.close(b.hc, b.cc)
 	} else {
@@ -194,20 +193,20 @@ func (b *answerBody[C]) end() {
 	}
 }
 
-// share readies the body to be read by a read-ahead's goroutine: end then
+// Share readies the body to be read by a read-ahead's goroutine: end then
 // decides on the Connection: close asked for until now.
-func (b *answerBody[C]) share() {
+func (b *answerBody[C]) Share() {
 	b.closeConn = b.closeConn || b.resp.ConnectionClose()
 	b.shared = true
 }
 
-// unshare ends share, once the read-ahead's goroutine is done.
-func (b *answerBody[C]) unshare() { b.shared = false }
+// Unshare ends Share, once the read-ahead's goroutine is done.
+func (b *answerBody[C]) Unshare() { b.shared = false }
 
-// cut closes the connection of a body a read-ahead reads, which ends the
+// Cut closes the connection of a body a read-ahead reads, which ends the
 // read it waits in, unless the body was read to its end and its connection
 // let go.
-func (b *answerBody[C]) cut() {
+func (b *answerBody[C]) Cut() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.done && !b.isCut {
@@ -216,9 +215,9 @@ func (b *answerBody[C]) cut() {
 	}
 }
 
-// restFits reports whether the rest of the body may fit in n bytes: its
+// RestFits reports whether the rest of the body may fit in n bytes: its
 // length is unknown, or at most n.
-func (b *answerBody[C]) restFits(n int) bool {
+func (b *answerBody[C]) RestFits(n int) bool {
 	return !b.done && (b.length < 0 || b.left <= int64(n))
 }
 
@@ -237,12 +236,12 @@ func (b *answerBody[C]) Close() error {
 	return nil
 }
 
-// ready reports whether the next Read returns data without waiting for the
+// Ready reports whether the next Read returns data without waiting for the
 // network: some of the body is buffered, and for a chunked body the read
 // does not need more than is buffered (the rest of the chunk being read is
 // either not all there, so the read stops short of its CRLF, or there with
 // its CRLF; or a whole next chunk is).
-func (b *answerBody[C]) ready() bool {
+func (b *answerBody[C]) Ready() bool {
 	if b.done {
 		return false
 	}
@@ -256,5 +255,5 @@ func (b *answerBody[C]) ready() bool {
 		return int64(n) < b.left || int64(n) >= b.left+2
 	}
 	p, _ := b.br.Peek(n) // n is buffered: does not wait
-	return wire.ChunkBuffered(p)
+	return ChunkBuffered(p)
 }

@@ -1,4 +1,4 @@
-package upstream
+package wire
 
 import (
 	"crypto/tls"
@@ -24,24 +24,20 @@ func TestDialerSpeaksTLS(t *testing.T) {
 	roots.AddCert(srv.Certificate())
 	d := &dialer{connect: time.Minute, tls: &tls.Config{ServerName: "example.com", RootCAs: roots}}
 	client := &fasthttp.HostClient{Addr: srv.Listener.Addr().String(), Dial: d.Dial, Transport: answerTransport, StreamResponseBody: true}
-	var r Relay
+	var resp fasthttp.Response
 	req := get("/")
 	defer ReleaseRequest(req)
-	if err := client.Do(req.client(), &r.resp); err != nil {
+	if err := req.Do(client, &resp, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	var out fasthttp.Response
-	r.dep = &Deployment{}
-	r.dep.inflight.Add(1)
-	r.Stream(&out, 0, false, nil)
-	defer r.Close()
-	if got := r.stream.(sized).readerSize(); got != sseReaderSize {
+	defer resp.CloseBodyStream()
+	if got := resp.BodyStream().(sized).readerSize(); got != sseReaderSize {
 		t.Fatalf("the stream is read through %d bytes over TLS, want %d", got, sseReaderSize)
 	}
 	buf := make([]byte, 64)
-	n, _ := r.Read(buf)
-	if !ownsBody(&r) || string(buf[:n]) != "data: a\n\n" {
-		t.Fatalf("read %q, own body reader: %v", buf[:n], ownsBody(&r))
+	n, _ := resp.BodyStream().Read(buf)
+	if _, own := resp.BodyStream().(interface{ Ready() bool }); !own || string(buf[:n]) != "data: a\n\n" {
+		t.Fatalf("read %q, own body reader: %v", buf[:n], own)
 	}
 }
 

@@ -1,4 +1,4 @@
-package upstream
+package wire
 
 import (
 	"bufio"
@@ -159,7 +159,7 @@ func TestFlushAwaitOverTLS(t *testing.T) {
 	client := &fasthttp.HostClient{Addr: srv.Listener.Addr().String(), Dial: dial, Transport: answerTransport}
 	for i := range 3 {
 		req, resp := get(fmt.Sprintf("/%d", i)), fasthttp.AcquireResponse()
-		err := client.Do(req.client(), resp)
+		err := req.Do(client, resp, nil, false)
 		if err != nil || string(resp.Body()) != fmt.Sprintf("answer to /%d", i) {
 			t.Fatalf("call %d: %v, %q", i, err, resp.Body())
 		}
@@ -210,7 +210,7 @@ func TestFlushAwaitUpstreamClosedFirst(t *testing.T) {
 	defer ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	done := make(chan error, 1)
-	go func() { done <- client.Do(req.client(), resp) }()
+	go func() { done <- req.Do(client, resp, nil, false) }()
 	<-dialed
 	select {
 	case err := <-done:

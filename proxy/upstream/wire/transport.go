@@ -1,23 +1,22 @@
-package upstream
+package wire
 
 import (
 	"bufio"
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
-
-	"github.com/modelgate/gateway/proxy/upstream/wire"
 )
 
 // transport is each deployment's fasthttp.RoundTripper. fasthttp keeps the
 // connection pool (dialing, keep-alive reuse, idle timeout, the bound on
 // connections and the wait for one); the gateway writes the request, reads
 // the answer's header (itself when it is plainly framed, see
-// wire.ReadPlainHead, else with fasthttp's public parser), and reads a streamed
+// ReadPlainHead, else with fasthttp's public parser), and reads a streamed
 // body itself from the connection's bufio.Reader (answerBody). So the relay
 // sees how much of the answer is already read (Buffered) without reaching
 // into fasthttp's private state, and a streamed call allocates nothing:
@@ -46,12 +45,12 @@ var answerTransport = newTransport((*fasthttp.HostClient).AcquireConn,
 // maxInterim bounds the 1xx answers skipped before the real one.
 const maxInterim = 8
 
-// RoundTrip sends req, which must be a Request's (see Request.client), over
+// RoundTrip sends req, which must be a Request's (see Request.Do), over
 // a pooled connection and reads the answer's header into resp; the body is
 // read whole (bounded by the client's MaxResponseBodySize) unless
 // resp.StreamBody asks for a stream. It never asks fasthttp to retry: the
 // gateway's failover decides whether a call goes again (see Stale and
-// Relay.Redial).
+// package upstream's Relay.Redial).
 func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
 	r := rawRequest(req)
 	if r == nil {
@@ -67,16 +66,18 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 		return false, ErrCanceled
 	}
 	resp.ParseNetConn(c)
-	sent := monoNow() // the write may wait for the answer (see flushAwait)
+	sent := MonoNow() // the write may wait for the answer (see flushAwait)
 	if err = writeRequest(hc, c, r); err != nil {
 		r.Cancel.detach()
 		t.close(hc, cc)
 		return false, err
 	}
 	br := hc.AcquireReader(c)
-	noBody, err := readHead(br, r.headOnly(), resp, r.head)
-	r.headRead(sent, resp.StatusCode(), err)
+	noBody, err := ReadHead(br, r.headOnly(), resp, r.head)
 	if dc, ok := c.(*deadlineConn); ok {
+		if dc.obs != nil {
+			dc.obs.HeadRead(sent, resp.StatusCode(), err)
+		}
 		dc.headRead(err == nil && !resp.StreamBody) // read whole here, within idle
 	}
 	closeConn := resp.ConnectionClose()
@@ -106,7 +107,7 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 	return false, err
 }
 
-var errNotRaw = errors.New("upstream: a request not made by upstream.Request")
+var errNotRaw = errors.New("upstream: a request not made by wire.Request")
 
 // acquireConn returns a connection of hc's pool, or, when fresh is set, one
 // dialled for the call: a call sent again after a pooled connection turned
@@ -136,8 +137,8 @@ func (t *transport[C]) acquireConn(hc *fasthttp.HostClient, fresh bool) (C, erro
 		case fresh: // not on a pooled one, closed below
 		case !dc.closedWhileIdle():
 			return cc, nil
-		case dc.stats != nil:
-			dc.stats.idleClosed.Add(1)
+		case dc.obs != nil:
+			dc.obs.IdleClosed()
 		}
 		t.close(hc, cc)
 	}
@@ -160,23 +161,23 @@ func writeRequest(hc *fasthttp.HostClient, c net.Conn, r *Request) error {
 		}
 	}
 	hc.ReleaseWriter(bw)
-	if err != nil && IsTimeout(err) {
+	if err != nil && isTimeout(err) {
 		err = fasthttp.ErrTimeout
 	}
 	return err
 }
 
-// readHead reads the answer's header, past any 1xx ones, and tells whether
+// ReadHead reads the answer's header, past any 1xx ones, and tells whether
 // the answer has no body (HEAD, 204, 304, or a length of 0). A plainly
-// framed head is read into head when head is not nil (see wire.ReadPlainHead);
+// framed head is read into head when head is not nil (see ReadPlainHead);
 // any other, by fasthttp's parser into resp's header.
-func readHead(br *bufio.Reader, headOnly bool, resp *fasthttp.Response, head *wire.Head) (bool, error) {
+func ReadHead(br *bufio.Reader, headOnly bool, resp *fasthttp.Response, head *Head) (bool, error) {
 	for range maxInterim + 1 {
 		resp.Header.Reset()                       // of an interim answer read before
 		resp.Header.DisableNormalizing()          // the provider's names go out as it sent them
 		resp.Header.SetNoDefaultContentType(true) // and no Content-Type it did not send
 		if head != nil {
-			switch read, err := wire.ReadPlainHead(br, resp, head); {
+			switch read, err := ReadPlainHead(br, resp, head); {
 			case err != nil:
 				return false, err
 			case read:
@@ -216,9 +217,9 @@ func readBody(hc *fasthttp.HostClient, br *bufio.Reader, resp *fasthttp.Response
 	return nil
 }
 
-// pinIdle has the rest of the body come whole within idle (see
-// deadlineConn.pinIdle).
-func (b *answerBody[C]) pinIdle() {
+// PinIdle has the rest of the body come whole within idle (see
+// deadlineConn.pinIdle): the relay asks it of a body it reads whole.
+func (b *answerBody[C]) PinIdle() {
 	if dc, ok := b.cc.Conn().(*deadlineConn); ok {
 		dc.pinIdle()
 	}
@@ -234,8 +235,16 @@ func (t *transport[C]) stream(hc *fasthttp.HostClient, cc C, br *bufio.Reader, r
 	size := resp.Header.ContentLength()
 	b.hc, b.cc, b.br, b.resp, b.closeConn, b.cancel = hc, cc, br, resp, closeConn, cancel
 	b.length, b.left, b.done = size, int64(max(size, 0)), false
-	if isEventStream(&resp.Header) {
+	if IsEventStream(&resp.Header) {
 		b.shrink(cc.Conn())
 	}
 	resp.SetBodyStream(b, size)
+}
+
+// IsEventStream reports whether an answer with header h is an SSE stream.
+// A media type is named in any case (RFC 9110 section 8.3.1).
+func IsEventStream(h *fasthttp.ResponseHeader) bool {
+	const sse = "text/event-stream"
+	ct := h.ContentType()
+	return len(ct) >= len(sse) && strings.EqualFold(b2s(ct[:len(sse)]), sse)
 }

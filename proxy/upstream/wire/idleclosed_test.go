@@ -1,4 +1,4 @@
-package upstream
+package wire
 
 import (
 	"bufio"
@@ -60,9 +60,10 @@ func (u *idleUpstream) serve(c net.Conn) {
 }
 
 // client returns a client of u with the gateway's dialer and transport;
-// conns collects the connections it dials.
-func (u *idleUpstream) client(stats *Stats, conns *[]*deadlineConn) *fasthttp.HostClient {
-	d := &dialer{connect: time.Minute, firstByte: time.Minute, idle: time.Minute, stats: stats}
+// obs, when not nil, is told what its connections see; conns collects the
+// connections it dials.
+func (u *idleUpstream) client(obs Observer, conns *[]*deadlineConn) *fasthttp.HostClient {
+	d := &dialer{connect: time.Minute, firstByte: time.Minute, idle: time.Minute, obs: obs}
 	return dialingClient(u.ln.Addr().String(), d, conns)
 }
 
@@ -78,6 +79,15 @@ func dialingClient(addr string, d *dialer, conns *[]*deadlineConn) *fasthttp.Hos
 	}
 	return &fasthttp.HostClient{Addr: addr, Dial: dial, Transport: answerTransport, MaxConns: 4}
 }
+
+// counts is an Observer that counts what it is told. Safe for concurrent
+// use.
+type counts struct {
+	heads, idleClosed atomic.Int64
+}
+
+func (c *counts) HeadRead(int64, int, error) { c.heads.Add(1) }
+func (c *counts) IdleClosed()                { c.idleClosed.Add(1) }
 
 // setProbeAfter sets probeAfter to d for the test.
 func setProbeAfter(t testing.TB, d time.Duration) {
@@ -111,24 +121,24 @@ func TestClosedIdleConnectionIsReplaced(t *testing.T) {
 		t.Helper()
 		setProbeAfter(t, 0) // every pooled connection is looked at
 		u := newIdleUpstream(t)
-		var stats Stats
+		var stats counts
 		var conns []*deadlineConn
 		client := u.client(&stats, &conns)
-		var r Relay
-		if err := send(t, client, &r, false); err != nil || string(r.resp.Body()) != "ok" {
-			t.Fatalf("first call: %q %v", r.resp.Body(), err)
+		var resp fasthttp.Response
+		if err := send(t, client, &resp, false); err != nil || string(resp.Body()) != "ok" {
+			t.Fatalf("first call: %q %v", resp.Body(), err)
 		}
 		act(<-u.conns)
 		awaitReadable(t, conns[0])
-		r.resp.Reset()
-		err := send(t, client, &r, false)
-		if err != nil || string(r.resp.Body()) != "ok" {
-			t.Fatalf("call on the closed pool: %q %v (stale %v)", r.resp.Body(), err, Stale(&r.resp))
+		resp.Reset()
+		err := send(t, client, &resp, false)
+		if err != nil || string(resp.Body()) != "ok" {
+			t.Fatalf("call on the closed pool: %q %v (stale %v)", resp.Body(), err, Stale(&resp))
 		}
 		if len(conns) != 2 || u.requests.Load() != 2 {
 			t.Fatalf("%d connections, %d requests; want 2 each", len(conns), u.requests.Load())
 		}
-		if got := stats.IdleClosed(); got != 1 {
+		if got := stats.idleClosed.Load(); got != 1 {
 			t.Fatalf("%d connections found closed, want 1", got)
 		}
 		if client.ConnsCount() != 1 {
@@ -154,20 +164,20 @@ func TestClosedIdleConnectionIsReplaced(t *testing.T) {
 func TestRecentConnectionIsNotProbed(t *testing.T) {
 	setProbeAfter(t, time.Hour)
 	u := newIdleUpstream(t)
-	var stats Stats
+	var stats counts
 	var conns []*deadlineConn
 	client := u.client(&stats, &conns)
-	var r Relay
-	if err := send(t, client, &r, false); err != nil {
+	var resp fasthttp.Response
+	if err := send(t, client, &resp, false); err != nil {
 		t.Fatal(err)
 	}
 	(<-u.conns).Close()
 	awaitReadable(t, conns[0])
-	r.resp.Reset()
-	if err := send(t, client, &r, false); err == nil || !Stale(&r.resp) {
-		t.Fatalf("err %v, stale %v: want a stale call", err, Stale(&r.resp))
+	resp.Reset()
+	if err := send(t, client, &resp, false); err == nil || !Stale(&resp) {
+		t.Fatalf("err %v, stale %v: want a stale call", err, Stale(&resp))
 	}
-	if got := stats.IdleClosed(); got != 0 || len(conns) != 1 {
+	if got := stats.idleClosed.Load(); got != 0 || len(conns) != 1 {
 		t.Fatalf("%d found closed, %d connections; want 0 and 1", got, len(conns))
 	}
 }
@@ -184,20 +194,20 @@ func TestClosedIdleConnectionOverTLS(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
 	d := &dialer{connect: time.Minute, firstByte: time.Minute, idle: time.Minute,
-		tls: &tls.Config{ServerName: "example.com", RootCAs: roots}, stats: new(Stats)}
+		tls: &tls.Config{ServerName: "example.com", RootCAs: roots}, obs: new(counts)}
 	var conns []*deadlineConn
 	client := dialingClient(srv.Listener.Addr().String(), d, &conns)
-	var r Relay
-	if err := send(t, client, &r, false); err != nil || string(r.resp.Body()) != "ok" {
-		t.Fatalf("first call: %q %v", r.resp.Body(), err)
+	var resp fasthttp.Response
+	if err := send(t, client, &resp, false); err != nil || string(resp.Body()) != "ok" {
+		t.Fatalf("first call: %q %v", resp.Body(), err)
 	}
 	srv.CloseClientConnections()
 	awaitReadable(t, conns[0])
-	r.resp.Reset()
-	if err := send(t, client, &r, false); err != nil || string(r.resp.Body()) != "ok" {
-		t.Fatalf("call on the closed pool: %q %v (stale %v)", r.resp.Body(), err, Stale(&r.resp))
+	resp.Reset()
+	if err := send(t, client, &resp, false); err != nil || string(resp.Body()) != "ok" {
+		t.Fatalf("call on the closed pool: %q %v (stale %v)", resp.Body(), err, Stale(&resp))
 	}
-	if got := d.stats.IdleClosed(); got != 1 || len(conns) != 2 {
+	if got := d.obs.(*counts).idleClosed.Load(); got != 1 || len(conns) != 2 {
 		t.Fatalf("%d found closed, %d connections; want 1 and 2", got, len(conns))
 	}
 }
@@ -211,7 +221,7 @@ func idleConn(t testing.TB) *deadlineConn {
 	req, resp := get("/"), fasthttp.AcquireResponse()
 	defer ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	if err := client.Do(req.client(), resp); err != nil || len(conns) != 1 {
+	if err := req.Do(client, resp, nil, false); err != nil || len(conns) != 1 {
 		t.Fatalf("%v, %d connections", err, len(conns))
 	}
 	return conns[0]

@@ -1,4 +1,4 @@
-package upstream
+package wire
 
 import (
 	"bufio"
@@ -27,9 +27,11 @@ import (
 type dialer struct {
 	connect, firstByte, idle, write time.Duration
 	tls                             *tls.Config
-	// stats, when not nil, counts the connections found closed while idle
-	// (see deadlineConn.closedWhileIdle).
-	stats *Stats
+	// obs, when not nil, is told what the connections see (see Observer).
+	obs Observer
+	// connectTo, when not nil, makes the connection in place of TCP (see
+	// Options.Dial).
+	connectTo func(addr string) (net.Conn, error)
 }
 
 // errDial marks a failure to connect: nothing reached the upstream, so the call
@@ -40,14 +42,14 @@ func (e *errDial) Error() string { return "cannot connect to upstream: " + e.err
 func (e *errDial) Unwrap() error { return e.err }
 
 func (d *dialer) dial(addr string) (*deadlineConn, error) {
-	c, err := net.DialTimeout("tcp", addr, d.connect)
+	c, err := d.connectTCP(addr)
 	if err != nil {
 		return nil, &errDial{err: err}
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	dc := &deadlineConn{firstByte: d.firstByte, idle: d.idle, write: d.write, stats: d.stats}
+	dc := &deadlineConn{firstByte: d.firstByte, idle: d.idle, write: d.write, obs: d.obs}
 	if rc := rawio.Wrap(c); rc != nil {
 		c, dc.raw = rc, rc.Raw()
 	}
@@ -59,6 +61,14 @@ func (d *dialer) dial(addr string) (*deadlineConn, error) {
 	dc.Conn = c
 	dc.local = connAddr{Addr: c.LocalAddr(), conn: dc}
 	return dc, nil
+}
+
+// connectTCP connects to addr within the connect timeout, or with connectTo.
+func (d *dialer) connectTCP(addr string) (net.Conn, error) {
+	if d.connectTo != nil {
+		return d.connectTo(addr)
+	}
+	return net.DialTimeout("tcp", addr, d.connect)
 }
 
 // handshake starts TLS on c within the connect timeout.
@@ -113,9 +123,9 @@ type deadlineConn struct {
 	deadline, writeDeadline time.Time
 	// lastRead is when the last read began; see flushAwait.
 	lastRead time.Time
-	// stats is the dialer's; peekStep, peekBuf and peekDead are
+	// obs is the dialer's; peekStep, peekBuf and peekDead are
 	// closedWhileIdle's, kept here so that a look allocates nothing.
-	stats    *Stats
+	obs      Observer
 	peekStep func(uintptr)
 	peekBuf  [1]byte
 	peekDead bool
@@ -158,7 +168,7 @@ func (c *deadlineConn) Write(p []byte) (int, error) {
 		m, err := c.Conn.Write(piece)
 		n += m
 		if err != nil {
-			if c.reused && !IsTimeout(err) {
+			if c.reused && !isTimeout(err) {
 				c.stale = true
 			}
 			return n, err
@@ -210,7 +220,7 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 			c.answers++
 		}
 		c.awaiting = false
-	} else if err != nil && c.awaiting && c.reused && !IsTimeout(err) {
+	} else if err != nil && c.awaiting && c.reused && !isTimeout(err) {
 		c.stale = true
 	}
 	return n, err
@@ -374,10 +384,10 @@ type connAddr struct {
 // answer (a timeout is not that). The request may still have reached the
 // upstream (a write that succeeded only reached the kernel), so only a call
 // that may be done twice goes again, once, on a connection dialled for it
-// (see Relay.Redial): as nginx and Go's http.Transport, which send a
-// non-idempotent request again only when none of it was written. fasthttp
-// closes a connection that failed, so its state is read once nothing else
-// uses it.
+// (see package upstream's Relay.Redial): as nginx and Go's http.Transport,
+// which send a non-idempotent request again only when none of it was
+// written. fasthttp closes a connection that failed, so its state is read
+// once nothing else uses it.
 func Stale(resp *fasthttp.Response) bool {
 	a, ok := resp.LocalAddr().(*connAddr)
 	return ok && a.conn.stale
