@@ -22,25 +22,29 @@ import (
 // stream, seconds to minutes, for a few hundred bytes every few tens of
 // milliseconds. So the handler hijacks the connection instead
 // (HijackSetNoResponse): fasthttp lets go of the write buffer and the
-// goroutine, and runs the stream's heldStream.serve on a new goroutine,
-// whose stack starts small. serve writes the head fasthttp would have
-// written, byte for byte (its bytes built by fasthttp from the response,
-// with the answer's lines spliced in: see clientconn.Conn.SpliceHead), then each relayed
-// write of events as one chunk, then the chunked body's end, each in one
-// write to the client's connection, whose idle write deadline, held tail and
-// client-gone watch work as they do for fasthttp's writes. The read buffer
-// and the RequestCtx stay with the hijacked connection until serve returns.
+// goroutine, and runs the hijack handler, heldStream.serve, on a new
+// goroutine. fasthttp frees the connection's read buffer (8 KiB) and the
+// RequestCtx only once that handler returns, so serve takes what the reader
+// holds past the stream's request, detaches the connection from fasthttp's
+// Close (clientconn.Conn.Detach), starts the stream on a goroutine of its
+// own, whose stack starts small, and returns. The call no longer has the
+// RequestCtx from then on (call.dropRequestCtx). The stream writes the head
+// fasthttp would have written, byte for byte (its bytes built by fasthttp
+// from the response, with the answer's lines spliced in: see
+// clientconn.Conn.SpliceHead), then each relayed write of events as one
+// chunk, then the chunked body's end, each in one write to the client's
+// connection, whose idle write deadline, held tail and client-gone watch
+// work as they do for fasthttp's writes.
 //
 // Once the stream ends whole, the connection is served again
-// (Server.ServeConn, from serve's goroutine) unless it closes as fasthttp
-// would close it: the head said Connection: close, a write failed or the
-// relay failed, or the gateway is shutting down. A request the client sent
-// behind the stream's (pipelining) and that the server's reader already
-// holds is read first (see takeBuffered); else the next request's first
-// bytes are awaited as fasthttp awaits a kept-alive connection's, idle, and
-// closed quietly at the idle timeout or a shutdown (see awaitRequest). A
-// second stream on the connection hijacks it again: serve then returns,
-// and the RequestCtx and reader of the first go back to fasthttp.
+// (Server.ServeConn, from the stream's goroutine) unless it closes as
+// fasthttp would close it: the head said Connection: close, a write failed
+// or the relay failed, or the gateway is shutting down. A request the client
+// sent behind the stream's (pipelining) and that the server's reader held
+// is read first (see clientconn.Conn.TakeBuffered); else the next request's
+// first bytes are awaited as fasthttp awaits a kept-alive connection's,
+// idle, and closed quietly at the idle timeout or a shutdown (see
+// awaitRequest). A second stream on the connection hijacks it again.
 //
 // A shutdown waits for these streams as fasthttp's waits for the requests it
 // serves (Gateway.WaitStreams).
@@ -180,8 +184,11 @@ func (c *call) hijackStream(size int) bool {
 		c.g.obs.draining.Load() {
 		return false
 	}
+	if c.ctx.Request.IsBodyStream() && !c.bodyDone {
+		return false // the reader holds the body's rest: not a request behind the stream
+	}
 	srv := c.g.streams.server()
-	if srv == nil || !c.g.streams.begin() {
+	if srv == nil || srv.KeepHijackedConns || !c.g.streams.begin() {
 		return false
 	}
 	hs := acquireHeldStream()
@@ -211,7 +218,7 @@ func (c *call) streamHead(cc *clientconn.Conn, hs *heldStream) (keep bool) {
 
 // heldStream writes a hijacked stream (see above). It is the io.Writer the
 // relay writes its events to: each write leaves as one chunk. Pooled: taken
-// by hijackStream, put back by serve.
+// by hijackStream, put back by write.
 type heldStream struct {
 	c         *call
 	cc        *clientconn.Conn
@@ -219,7 +226,9 @@ type heldStream struct {
 	head      *[]byte // the answer's head, until it is written (clientconn.AcquireHeadBuffer)
 	flushHead bool    // the head leaves at once, not with the first events
 	keep      bool    // the head did not say Connection: close
+	taken     bool    // the bytes the server's reader held past the request were taken
 	run       func(net.Conn)
+	write     func()
 }
 
 var heldStreamPool sync.Pool
@@ -229,31 +238,56 @@ func acquireHeldStream() *heldStream {
 		return hs
 	}
 	hs := new(heldStream)
-	hs.run = hs.serve // made once: the hijack handler costs no closure a stream
+	// Made once: the hijack handler and the stream's goroutine cost no
+	// closure a stream.
+	hs.run, hs.write = hs.serve, hs.writeStream
 	return hs
 }
 
-// serve is the hijack handler: it writes the stream, ends the call, and
-// serves the connection again when it is kept alive. fasthttp closes the
-// connection once serve returns, and frees the request's reader and
-// RequestCtx: the connection is served again as a new clientconn.Conn (HandOver),
-// and the one fasthttp closes no longer closes the socket, which may be
+// serve is the hijack handler. It hands the stream to a goroutine of its
+// own and returns at once, so that fasthttp frees the request's reader
+// (8 KiB, back to the server's pool), the RequestCtx and the hijacked
+// connection's wrapper while the stream lasts. Before that, it keeps what
+// the reader holds past the stream's request (a request the client
+// pipelined behind it; the request's body was read whole), and lets the
+// stream keep the connection: fasthttp's Close of it once serve returns
+// does nothing (clientconn.Conn.Detach). The call lets go of the
+// RequestCtx: fasthttp serves another request with it from now on.
+func (hs *heldStream) serve(conn net.Conn) {
+	hs.c.dropRequestCtx()
+	hs.taken = hs.cc.TakeBuffered(conn)
+	hs.cc.Detach()
+	go hs.write()
+}
+
+// writeStream writes the stream, ends the call, and then serves the
+// connection again when it is kept alive, else closes it. Served again, it
+// is a new clientconn.Conn (HandOver), and the one the stream wrote through
+// is left a shell whose Close does not close the socket, which may be
 // another stream's by then (a second stream hijacks it, and ServeConn
 // returns).
-func (hs *heldStream) serve(conn net.Conn) {
+func (hs *heldStream) writeStream() {
 	g := hs.c.g
 	whole := hs.relay()
-	keep, cc, srv := hs.keep && whole, hs.cc, hs.srv
+	keep, cc, srv := hs.keep && whole && hs.taken, hs.cc, hs.srv
 	hs.c, hs.cc, hs.srv = nil, nil, nil
 	heldStreamPool.Put(hs)
-	if !g.streams.end() || !keep || !cc.TakeBuffered(conn) ||
-		!cc.NextBuffered() && !g.streams.awaitRequest(cc, srv) || g.obs.draining.Load() {
-		return
+	cc.Attach() // fasthttp's Close after serve has come: the next one closes
+	if g.streams.end() && keep && (cc.NextBuffered() || g.streams.awaitRequest(cc, srv)) && !g.obs.draining.Load() {
+		if next := cc.HandOver(); next != nil {
+			cc.Close()          // the shell: the socket is next's
+			srv.ServeConn(next) // it closes next, unless a stream hijacks it
+			return
+		}
 	}
-	if next := cc.HandOver(); next != nil {
-		srv.ServeConn(next) // it closes next, unless a stream hijacks it
-	}
+	cc.Close()
 }
+
+// dropRequestCtx lets go of the RequestCtx, and of what the call took from
+// it without a copy, once fasthttp may serve another request with it (see
+// heldStream.serve): a use after that is a nil dereference, never a read
+// of another client's request.
+func (c *call) dropRequestCtx() { c.ctx, c.group, c.version = nil, nil, "" }
 
 // relay writes the head and the body, then ends the call, and reports
 // whether the stream was written whole. A panic in the relay ends the call

@@ -4,16 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"reflect"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy/trace/tracetest"
 )
 
 // openStreams is how many streams the gateway writes outside its server.
@@ -243,5 +248,135 @@ func TestShutdownClosesIdleAfterStream(t *testing.T) {
 	}
 	if n, err := br.Read(make([]byte, 1)); n != 0 || err == nil {
 		t.Fatalf("after the shutdown: %d bytes, %v; want the connection closed", n, err)
+	}
+}
+
+// A stream's hijack handler returns as soon as the stream is handed to its
+// goroutine: fasthttp frees the connection's reader and the RequestCtx when
+// its hijack handler returns, not when the stream ends. The handler's frame
+// is looked for among the goroutines' stacks while the stream is open.
+func TestStreamLetsGoOfTheServersReader(t *testing.T) {
+	e := newEnv(t, nil)
+	conn := dialGateway(t, e)
+	br := bufio.NewReader(conn)
+	body := `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	// Open for 10 s unless the client leaves, which it does once it has seen.
+	io.WriteString(conn, rawChat(keyA, "x-sim-first-event: 300ms\r\nx-sim-events: 5\r\nx-sim-event-delay: 2s\r\n", body))
+	var resp fasthttp.Response
+	if err := resp.Header.Read(br); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second) // an outcome awaited, not a speed
+	for hijackHandlerRuns() {
+		if time.Now().After(deadline) {
+			t.Fatal("the hijack handler still runs while its stream is written")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := e.gw.openStreams(); n != 1 {
+		t.Fatalf("%d streams open, want the one", n)
+	}
+}
+
+// hijackHandlerRuns reports whether a goroutine runs heldStream.serve.
+func hijackHandlerRuns() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			// A frame is "pkg.(*T).m(args)"; "created by pkg.(*T).m in ..." is not one.
+			return bytes.Contains(buf[:n], []byte("(*heldStream).serve("))
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// A hijacked stream's access line is the one fasthttp's writing of the same
+// stream gives (its times apart): the call is ended from the stream's
+// goroutine once fasthttp has taken back the RequestCtx.
+func TestHijackedStreamAccessLine(t *testing.T) {
+	e := newEnv(t, nil)
+	access := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(access, nil))
+	gw, _, ln := listenGateway(t, e.cfg, Options{Logger: log, AccessLog: log})
+	line := func(addr string) map[string]any {
+		t.Helper()
+		access.mu.Lock()
+		access.b.Reset()
+		access.mu.Unlock()
+		streamBytes(t, addr)
+		deadline := time.Now().Add(10 * time.Second) // the line comes after the stream's end
+		for !strings.Contains(access.String(), `"msg":"request"`) {
+			if time.Now().After(deadline) {
+				t.Fatal("no access line")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(strings.TrimSpace(access.String())), &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"time", "latency", "ttfb"} {
+			if _, ok := m[k]; !ok {
+				t.Fatalf("no %s in %v", k, m)
+			}
+			delete(m, k)
+		}
+		return m
+	}
+	hijacked := line(ln.Addr().String())
+	if n := gw.openStreams(); n != 0 {
+		t.Fatalf("%d streams open", n)
+	}
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := gw.NewServer()
+	go srv.Serve(gw.Listener(ln2))
+	t.Cleanup(func() { srv.Shutdown() })
+	served := line(ln2.Addr().String())
+	if !reflect.DeepEqual(hijacked, served) {
+		t.Fatalf("hijacked stream's access line:\n%v\nfasthttp's:\n%v", hijacked, served)
+	}
+	if hijacked["status"] != 200.0 || hijacked["key_id"] == "" || hijacked["stream"] != true {
+		t.Fatalf("access line %v", hijacked)
+	}
+}
+
+// A hijacked stream's server span carries the response id and model its
+// events gave: they are read when the call ends on the stream's goroutine,
+// after fasthttp took back the RequestCtx.
+func TestHijackedStreamTraceIdentity(t *testing.T) {
+	r := tracetest.NewReceiver()
+	defer r.Close()
+	e := newEnv(t, func(y string) string {
+		return y + `tracing: {endpoint: "` + r.URL() + `", service_name: gw-hijack, timeout: 2s}` + "\n"
+	})
+	conn := dialGateway(t, e) // e's server serves the gateway's listener: its streams are hijacked
+	body := `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	io.WriteString(conn, rawChat(keyA, "Connection: close\r\n"+pacedHeaders, body))
+	b, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`"id":"([^"]+)".*?"model":"([^"]+)"`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no id and model in the stream:\n%s", b)
+	}
+	var server *tracetest.Span
+	eventually(t, "the stream's server span exported", func() bool {
+		e.gw.FlushTraces(context.Background())
+		for _, s := range r.Spans() {
+			if s.Service == "gw-hijack" && s.Kind == "server" {
+				server = &s
+				return true
+			}
+		}
+		return false
+	})
+	if server.Attrs["gen_ai.response.id"] != string(m[1]) || server.Attrs["gen_ai.response.model"] != string(m[2]) {
+		t.Fatalf("server span: response id %q, model %q; the stream sent %q, %q", server.Attrs["gen_ai.response.id"],
+			server.Attrs["gen_ai.response.model"], m[1], m[2])
 	}
 }

@@ -115,12 +115,15 @@ func (c *call) traceEnd(status int, now time.Time) {
 // events (see upstream.Relay.ReadIdentity). Both are bounded and must be
 // valid UTF-8, since they come from the upstream.
 func (c *call) answerIdentity(o *trace.Outcome) {
-	if c.ctx == nil || c.status < 200 || c.status > 299 {
+	if c.status < 200 || c.status > 299 {
 		return
 	}
 	if c.up.Streaming() {
 		id, model := c.up.Identity()
 		o.ResponseID, o.ResponseModel = identityString(id), identityString(model)
+		return
+	}
+	if c.ctx == nil {
 		return
 	}
 	body := c.ctx.Response.Body()

@@ -147,6 +147,11 @@ type Conn struct {
 	// resume is the connection's state once served again after a stream
 	// written outside the server (proxy's hijack.go).
 	resume resumeState
+	// detached is set from Detach until the server's Close of the hijacked
+	// connection, which it makes a no-op; released is locked meanwhile (see
+	// Detach, Attach).
+	detached atomic.Bool
+	released sync.Mutex
 }
 
 // heldCap bounds the bytes a connection holds back: an SSE relay's largest
@@ -555,8 +560,13 @@ func (c *Conn) WatchPeer(w *rawio.Watch, gone rawio.Canceler) {
 	}
 }
 
-// Close sends what is held back, then closes the connection.
+// Close sends what is held back, then closes the connection; but the first
+// Close after Detach does nothing (see Detach).
 func (c *Conn) Close() error {
+	if c.detached.Load() && c.detached.CompareAndSwap(true, false) {
+		c.released.Unlock()
+		return nil
+	}
 	c.endSplice()
 	c.sendHeld()
 	if c.counted.Swap(false) {

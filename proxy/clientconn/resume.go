@@ -5,12 +5,34 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"sync"
 )
 
-// A connection whose stream was written outside the server (proxy's
-// hijack.go) is served again by the server as a new Conn (HandOver): the
-// bytes of the next request that the hijacked connection's reader held
-// (TakeBuffered) or that were awaited (ReadNext) are read first.
+// A connection whose stream is written outside the server (proxy's
+// hijack.go) outlives the server's hijack handler (Detach, Attach), and is
+// served again by the server as a new Conn (HandOver): the bytes of the next
+// request that the hijacked connection's reader held (TakeBuffered) or that
+// were awaited (ReadNext) are read first.
+
+// Detach lets a stream written outside the server keep the connection past
+// the hijack handler, which then returns at once: fasthttp frees the
+// connection's reader and RequestCtx only when its hijack handler returns,
+// and then closes the connection it was given (Server.KeepHijackedConns
+// false). That Close, the next one, does nothing. The stream's goroutine
+// calls Attach before it closes the connection or hands it over, which
+// waits for that Close; after Attach, Close closes. Between the two, only
+// the stream's goroutine uses the connection.
+func (c *Conn) Detach() {
+	c.released.Lock()
+	c.detached.Store(true)
+}
+
+// Attach waits for the Close that Detach made a no-op, which the server
+// makes once the hijack handler returned.
+func (c *Conn) Attach() {
+	c.released.Lock()
+	c.released.Unlock()
+}
 
 // SpliceHead puts the answer's lines in the place of the mark in head, the
 // bytes of a head fasthttp built, and forgets them (see splice.go).
@@ -36,9 +58,9 @@ func (c *Conn) HandOver() *Conn {
 		return nil
 	}
 	n := &Conn{Conn: c.Conn, idle: c.idle, raw: c.raw}
-	n.resume = resumeState{on: true, pending: c.resume.pending}
+	n.resume = resumeState{on: true, pending: c.resume.pending, buf: c.resume.buf}
 	n.counted.Store(c.counted.Swap(false))
-	c.Conn, c.resume.pending = handedOver{c.Conn}, nil
+	c.Conn, c.resume.pending, c.resume.buf = handedOver{c.Conn}, nil, nil
 	return n
 }
 
@@ -54,6 +76,31 @@ type resumeState struct {
 	on      bool   // the connection was served again after a stream
 	noWait  bool   // a read returns errNoWait instead of reading the socket
 	pending []byte // bytes of the next request the server's reader held
+	// buf is the pooled buffer pending was taken from, held until pending
+	// is read (see dropPending); probe is TakeBuffered's first read.
+	buf   *[awaitedRead]byte
+	probe [1]byte
+}
+
+// pendingPool holds the buffers of the bytes of a next request kept while
+// none is read: a stream's connection holds none while the stream lasts.
+var pendingPool = sync.Pool{New: func() any { return new([awaitedRead]byte) }}
+
+// pendingBuf returns an empty buffer for resume.pending.
+func (c *Conn) pendingBuf() []byte {
+	if c.resume.buf == nil {
+		c.resume.buf = pendingPool.Get().(*[awaitedRead]byte)
+	}
+	return c.resume.buf[:0]
+}
+
+// dropPending lets go of resume.pending, all of it read.
+func (c *Conn) dropPending() {
+	if c.resume.buf != nil {
+		pendingPool.Put(c.resume.buf)
+		c.resume.buf = nil
+	}
+	c.resume.pending = nil
 }
 
 // errNoWait ends a read that TakeBuffered makes: the socket is not read.
@@ -63,14 +110,17 @@ var errNoWait = errors.New("the connection is not read")
 // the hijacked connection's reader r (fasthttp's, with the request's head and
 // body read from it) holds past the stream's request: a request the client
 // pipelined behind it. It reports false when r failed (then the connection
-// closes).
+// closes). r holding nothing, the usual case, costs no buffer.
 func (c *Conn) TakeBuffered(r net.Conn) bool {
 	c.resume.on, c.resume.noWait = true, true
 	defer func() { c.resume.noWait = false }()
-	if cap(c.resume.pending) < awaitedRead {
-		c.resume.pending = make([]byte, 0, awaitedRead) // once a connection
+	switch n, err := r.Read(c.resume.probe[:]); {
+	case err == errNoWait || n == 0 && err == nil:
+		return true
+	case err != nil:
+		return false
 	}
-	b := c.resume.pending[:0]
+	b := append(c.pendingBuf(), c.resume.probe[0])
 	for {
 		if len(b) == cap(b) {
 			b = slices.Grow(b, awaitedRead)
@@ -94,13 +144,12 @@ const awaitedRead = 1 << 10
 // resume.pending, after what is held back (the stream's end), and reports
 // whether any came. They are read again by the server, as new.
 func (c *Conn) ReadNext() bool {
-	if cap(c.resume.pending) < awaitedRead {
-		c.resume.pending = make([]byte, 0, awaitedRead)
-	}
-	p := c.resume.pending[:awaitedRead]
+	p := c.pendingBuf()[:awaitedRead]
 	n, _ := c.Read(p)
 	c.begun, c.headBytes = false, nil // the server's read of them begins the request
-	c.resume.pending = p[:n]
+	if c.resume.pending = p[:n]; n == 0 {
+		c.dropPending()
+	}
 	return n > 0
 }
 
@@ -118,7 +167,9 @@ func (c *Conn) readResumed(p []byte) (n int, ok bool, err error) {
 		return 0, true, err
 	}
 	n = copy(p, c.resume.pending)
-	c.resume.pending = c.resume.pending[:copy(c.resume.pending, c.resume.pending[n:])]
+	if c.resume.pending = c.resume.pending[:copy(c.resume.pending, c.resume.pending[n:])]; len(c.resume.pending) == 0 {
+		c.dropPending()
+	}
 	n, err = c.took(p, n, nil)
 	return n, true, err
 }
