@@ -62,7 +62,10 @@ func (e endpoint) String() string { return endpointNames[e] }
 // stream (call implements io.ReadCloser for that, see forward.go). A streamed
 // answer's call keeps the RequestCtx past its handler, as fasthttp allows a
 // body stream to: fasthttp writes that body and closes it before the
-// RequestCtx serves another request, and the call lets go of it then.
+// RequestCtx serves another request, and the call lets go of it then. An SSE
+// stream written on a hijacked connection lets go of it at the hijack
+// instead, before fasthttp frees it (hijack.go, dropRequestCtx): from then on
+// c.ctx is nil.
 type call struct {
 	g       *Gateway
 	st      *state
