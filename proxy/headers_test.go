@@ -79,7 +79,7 @@ func rawTCPUpstream(t *testing.T, respond func(c net.Conn, br *bufio.Reader)) st
 // tcpUpstream runs serve on each connection it accepts, with a reader on it
 // and a deadline of a minute, and closes the connection after. It returns
 // the listener's address.
-func tcpUpstream(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) string {
+func tcpUpstream(t testing.TB, serve func(c net.Conn, br *bufio.Reader)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
