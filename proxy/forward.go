@@ -297,7 +297,7 @@ func (c *call) relay() {
 		if c.onAnswer != nil && !c.onAnswer(c, body) {
 			return
 		}
-		c.firstByte = time.Now()
+		c.firstByte = c.clock()
 		c.bytesOut = int64(len(body))
 		return
 	}

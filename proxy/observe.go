@@ -195,7 +195,7 @@ func (g *Gateway) finish(c *call) {
 	g.settleLimits(c)
 	g.settleSpend(c) // the key's money budgets: spend.go
 	o := g.obs
-	now := time.Now()
+	now := c.clock()
 	status, bytesIn, bytesOut := c.outcome()
 	class := statusClass(status)
 	ms, modelID := &o.noModel, ""

@@ -37,6 +37,9 @@ type spending struct {
 // (any deployment of it or of its fallbacks), which its reservation uses.
 type priceTable struct {
 	models map[string]*modelPrices
+	// free: no model has a price, on any deployment; every call costs
+	// nothing, and a call's end looks up no prices.
+	free bool
 }
 
 type modelPrices struct {
@@ -67,7 +70,7 @@ func (g *Gateway) updateSpend(cfg *config.Config) {
 }
 
 func newPriceTable(cfg *config.Config) *priceTable {
-	t := &priceTable{models: make(map[string]*modelPrices, len(cfg.Models))}
+	t := &priceTable{models: make(map[string]*modelPrices, len(cfg.Models)), free: true}
 	byID := make(map[string]*config.Model, len(cfg.Models))
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
@@ -81,9 +84,12 @@ func newPriceTable(cfg *config.Config) *priceTable {
 				if mp.deps == nil {
 					mp.deps = make(map[string]spend.Prices, len(m.Upstreams))
 				}
-				mp.deps[u.Name] = spend.PricesOf(u.Pricing)
+				p := spend.PricesOf(u.Pricing)
+				mp.deps[u.Name] = p
+				t.free = t.free && p.Zero()
 			}
 		}
+		t.free = t.free && mp.base.Zero()
 		t.models[m.ID] = mp
 	}
 	for id, mp := range t.models {
@@ -116,12 +122,13 @@ func highest(a, b spend.Prices) spend.Prices {
 }
 
 // prices returns the prices of the call's model on its deployment, nil for
-// a call without a model.
+// a call without a model or when nothing has a price.
 func (c *call) prices() *spend.Prices {
-	if c.model == nil {
+	t := c.g.spend.prices.Load()
+	if c.model == nil || t.free {
 		return nil
 	}
-	mp := c.g.spend.prices.Load().models[c.model.id]
+	mp := t.models[c.model.id]
 	if mp == nil {
 		return nil
 	}

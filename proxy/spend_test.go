@@ -359,3 +359,30 @@ func TestSpendClientGoneMidStream(t *testing.T) {
 		t.Fatalf("the stream cut short was charged %d pico-USD", ln.Spent)
 	}
 }
+
+// A config without any price makes a free table, whose calls look up no
+// prices; a price on one model, or on one deployment of one, does not.
+func TestPriceTableFree(t *testing.T) {
+	f := func(yaml string, free bool) {
+		t.Helper()
+		cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := newPriceTable(cfg).free; got != free {
+			t.Fatalf("free = %v, want %v:\n%s", got, free, yaml)
+		}
+	}
+	const base = `
+keys: [{id: k, key: key-1}]
+upstreams:
+  - {name: u1, family: beta, base_url: "http://127.0.0.1:1/v1", api_key: a}
+  - {name: u2, family: beta, base_url: "http://127.0.0.1:1/v1", api_key: a}
+models:
+  - {id: n, upstreams: [u1]}
+`
+	f(base+"  - {id: m, upstreams: [u1, u2]}\n", true)
+	f(base+"  - {id: m, upstreams: [u1, u2], pricing: {input: 3}}\n", false)
+	f(base+"  - {id: m, upstreams: [u1, {name: u2, pricing: {output: 2}}]}\n", false)
+	f(base+"  - {id: m, upstreams: [u1, {name: u2, pricing: {input: 0}}]}\n", true)
+}
