@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -105,13 +104,6 @@ func (s *pacedStream) end(t *testing.T) {
 	if !bytes.HasSuffix(rest, []byte("data: [DONE]\n\n")) {
 		t.Fatalf("the stream's end: %q", rest)
 	}
-}
-
-// processCPU returns the CPU time the process has used, user and system.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // readCalls returns the read system calls the process has made (all its
