@@ -1,13 +1,11 @@
 package proxy
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 
 	"github.com/modelgate/gateway/proxy/config"
-	"github.com/valyala/fasthttp"
 )
 
 // Verifier is the identity component: it maps a presented API key to the id of
@@ -64,36 +62,4 @@ func (h *HashedKeys) Verify(key []byte) (string, bool) {
 func HashKey(key string) string {
 	d := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(d[:])
-}
-
-var bearerPrefix = []byte("bearer ")
-
-// bearerToken returns the token of an "Authorization: Bearer <token>" header.
-func bearerToken(ctx *fasthttp.RequestCtx) []byte {
-	return bearerOf(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization))
-}
-
-// bearerOf returns the token of an Authorization value "Bearer <token>".
-func bearerOf(v []byte) []byte {
-	if len(v) <= len(bearerPrefix) || !bytes.EqualFold(v[:len(bearerPrefix)], bearerPrefix) {
-		return nil
-	}
-	return bytes.TrimSpace(v[len(bearerPrefix):])
-}
-
-// credential returns the value of the credential header name, and whether
-// the request has it more than once. A proxy in front may read another of
-// the copies than the gateway, which takes the first: such a request is
-// refused rather than billed to one key and seen as another's.
-func credential(h *fasthttp.RequestHeader, name string) (v []byte, twice bool) {
-	all := h.PeekAll(name)
-	if len(all) == 0 {
-		return nil, false
-	}
-	return all[0], len(all) > 1
-}
-
-// errCredentialTwice is the answer to a credential header sent twice.
-func errCredentialTwice(name string) *Error {
-	return errorf(400, "credential_twice", "the request has more than one "+name+" header")
 }

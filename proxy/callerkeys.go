@@ -16,9 +16,10 @@ import (
 	"github.com/modelgate/gateway/store"
 )
 
-// Callers' keys at runtime (docs/keys.md): the gateway authenticates against the snapshot
-// of its keys.Syncer (the config's keys and the store's), refuses a model the key may not
-// use before routing, and serves the admin API of the keys on the admin listener.
+// Callers' keys at runtime (docs/keys.md): the gateway keeps the snapshot of its
+// keys.Syncer (the config's keys and the store's) that intake.go's verifyKey
+// authenticates against, refuses a model the key may not use before routing, and
+// serves the admin API of the keys on the admin listener.
 
 // setupKeys makes the syncer of the keys, on ks when not nil (Options.Keys), and the admin
 // API; it runs before the first Reload, which puts the config's keys in force.
@@ -80,46 +81,6 @@ func (g *Gateway) StartKeys() (stop func()) {
 
 // Keys returns the gateway's syncer of the callers' keys.
 func (g *Gateway) Keys() *keys.Syncer { return g.keys }
-
-// verifyCaller checks a non-empty caller key against the snapshot in force (or the
-// Verifier of the options) and sets keyID and access, or answers 401 with invalid as the
-// message. A key that is blocked or past its expiry is told so.
-func (c *call) verifyCaller(key []byte, invalid string) bool {
-	if v := c.st.keys; v != nil {
-		id, ok := v.Verify(key)
-		if !ok {
-			c.fail(c.keyRefused("auth_invalid", invalid))
-			return false
-		}
-		c.keyID = id
-		return true
-	}
-	e, verdict := c.g.keys.Load().Lookup(key, c.start.UnixNano())
-	switch verdict {
-	case keys.Valid:
-		c.keyID, c.access = e.ID, e.Models
-		return true
-	case keys.Blocked:
-		c.fail(c.keyRefused("auth_blocked", "this API key is blocked"))
-	case keys.Expired:
-		c.fail(c.keyRefused("auth_expired", "this API key has expired"))
-	default:
-		c.fail(c.keyRefused("auth_invalid", invalid))
-	}
-	return false
-}
-
-// keyRefused is the 401 of a key that does not authenticate, reason saying how and msg
-// what. The beta family's is OpenAI's: code invalid_api_key and "Incorrect API key
-// provided" first in the message, which, like every family's, never quotes the key.
-func (c *call) keyRefused(reason, msg string) *Error {
-	e := errorf(401, reason, msg)
-	if c.family == family.Beta {
-		e.Code = "invalid_api_key"
-		e.Message = "Incorrect API key provided: " + msg + "; check the key this gateway issued you."
-	}
-	return e
-}
 
 // allowModel refuses, 403 in the family's shape, a model the caller's key may not use.
 func (c *call) allowModel(name []byte) bool {

@@ -6,7 +6,9 @@
 //
 // A call's way, top to bottom: gateway.go routes the request to its
 // endpoint's handler, which acquires a call (call.go); intake.go
-// authenticates the caller (auth.go, callerkeys.go), reads the body within
+// authenticates the caller (its credential headers and its key, against the
+// keys' snapshot of callerkeys.go or the Verifier of auth.go; a client
+// certificate in clientcert.go), reads the body within
 // the request bodies' budget (bodybudget.go), peeks at the fields routing
 // needs and resolves the model to a route (fallback.go for a model's
 // fallbacks); forward.go admits the call by its key's limits (limits.go),

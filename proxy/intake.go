@@ -14,11 +14,13 @@ import (
 	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/clientconn"
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/keys"
 	"github.com/modelgate/gateway/proxy/upstream"
 )
 
 // Intake: everything a call does before an upstream is chosen, in the order
-// it does it. A model call (modelCall) authenticates its caller, reads the
+// it does it. A model call (modelCall) authenticates its caller (the
+// credential headers and the key are read and verified here), reads the
 // request body within the body budget (bodybudget.go), peeks at the fields
 // routing needs, takes its session key and resolves its model to a route;
 // forward.go then chooses a deployment and takes it from there. The other
@@ -79,10 +81,76 @@ func (c *call) authenticate() bool {
 	return c.verifyKey(key, "invalid API key")
 }
 
-// verifyKey checks a non-empty caller key and sets keyID, or answers 401
-// with invalid as the message.
+// verifyKey checks a non-empty caller key against the snapshot in force (or the
+// Verifier of the options) and sets keyID and access, or answers 401 with invalid as the
+// message. A key that is blocked or past its expiry is told so.
 func (c *call) verifyKey(key []byte, invalid string) bool {
-	return c.verifyCaller(key, invalid)
+	if v := c.st.keys; v != nil {
+		id, ok := v.Verify(key)
+		if !ok {
+			c.fail(c.keyRefused("auth_invalid", invalid))
+			return false
+		}
+		c.keyID = id
+		return true
+	}
+	e, verdict := c.g.keys.Load().Lookup(key, c.start.UnixNano())
+	switch verdict {
+	case keys.Valid:
+		c.keyID, c.access = e.ID, e.Models
+		return true
+	case keys.Blocked:
+		c.fail(c.keyRefused("auth_blocked", "this API key is blocked"))
+	case keys.Expired:
+		c.fail(c.keyRefused("auth_expired", "this API key has expired"))
+	default:
+		c.fail(c.keyRefused("auth_invalid", invalid))
+	}
+	return false
+}
+
+// keyRefused is the 401 of a key that does not authenticate, reason saying how and msg
+// what. The beta family's is OpenAI's: code invalid_api_key and "Incorrect API key
+// provided" first in the message, which, like every family's, never quotes the key.
+func (c *call) keyRefused(reason, msg string) *Error {
+	e := errorf(401, reason, msg)
+	if c.family == family.Beta {
+		e.Code = "invalid_api_key"
+		e.Message = "Incorrect API key provided: " + msg + "; check the key this gateway issued you."
+	}
+	return e
+}
+
+var bearerPrefix = []byte("bearer ")
+
+// bearerToken returns the token of an "Authorization: Bearer <token>" header.
+func bearerToken(ctx *fasthttp.RequestCtx) []byte {
+	return bearerOf(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization))
+}
+
+// bearerOf returns the token of an Authorization value "Bearer <token>".
+func bearerOf(v []byte) []byte {
+	if len(v) <= len(bearerPrefix) || !bytes.EqualFold(v[:len(bearerPrefix)], bearerPrefix) {
+		return nil
+	}
+	return bytes.TrimSpace(v[len(bearerPrefix):])
+}
+
+// credential returns the value of the credential header name, and whether
+// the request has it more than once. A proxy in front may read another of
+// the copies than the gateway, which takes the first: such a request is
+// refused rather than billed to one key and seen as another's.
+func credential(h *fasthttp.RequestHeader, name string) (v []byte, twice bool) {
+	all := h.PeekAll(name)
+	if len(all) == 0 {
+		return nil, false
+	}
+	return all[0], len(all) > 1
+}
+
+// errCredentialTwice is the answer to a credential header sent twice.
+func errCredentialTwice(name string) *Error {
+	return errorf(400, "credential_twice", "the request has more than one "+name+" header")
 }
 
 var errBodyRead = errors.New("cannot read request body")
