@@ -17,9 +17,9 @@ import (
 )
 
 // Callers' keys at runtime (docs/keys.md): the gateway keeps the snapshot of its
-// keys.Syncer (the config's keys and the store's) that intake.go's verifyKey
-// authenticates against, refuses a model the key may not use before routing, and
-// serves the admin API of the keys on the admin listener.
+// keys.Syncer (the config's keys and the store's) that intake.go authenticates against
+// and checks a key's models with (verifyKey, allowModel), shows a key only the models it
+// may use, and serves the admin API of the keys on the admin listener.
 
 // setupKeys makes the syncer of the keys, on ks when not nil (Options.Keys), and the admin
 // API; it runs before the first Reload, which puts the config's keys in force.
@@ -81,16 +81,6 @@ func (g *Gateway) StartKeys() (stop func()) {
 
 // Keys returns the gateway's syncer of the callers' keys.
 func (g *Gateway) Keys() *keys.Syncer { return g.keys }
-
-// allowModel refuses, 403 in the family's shape, a model the caller's key may not use.
-func (c *call) allowModel(name []byte) bool {
-	if c.access.Allows(name) {
-		return true
-	}
-	c.fail(&Error{Status: 403, Reason: "model_forbidden", Param: "model", Code: "model_not_allowed",
-		Message: "this API key may not use the model '" + string(name) + "'"})
-	return false
-}
 
 // visibleModels returns body, a model list or one model's entry of the family, with only
 // the models the caller's key may use; nil when it may use none of the one asked.

@@ -121,6 +121,16 @@ func (c *call) keyRefused(reason, msg string) *Error {
 	return e
 }
 
+// allowModel refuses, 403 in the family's shape, a model the caller's key may not use.
+func (c *call) allowModel(name []byte) bool {
+	if c.access.Allows(name) {
+		return true
+	}
+	c.fail(&Error{Status: 403, Reason: "model_forbidden", Param: "model", Code: "model_not_allowed",
+		Message: "this API key may not use the model '" + string(name) + "'"})
+	return false
+}
+
 var bearerPrefix = []byte("bearer ")
 
 // bearerToken returns the token of an "Authorization: Bearer <token>" header.
