@@ -7,7 +7,7 @@ import (
 )
 
 // The encoding of values below follows Go 1.26's log/slog (handler.go,
-// text_handler.go, json_handler.go) line for line; the differential tests
+// text_handler.go, json_handler.go) value for value; the differential tests
 // and FuzzAccessLine hold it to slog's bytes.
 
 // appendRFC3339Millis appends t as slog's TextHandler writes the time:
@@ -73,74 +73,53 @@ func needsQuoting(s string) bool {
 }
 
 // appendEscapedJSONString appends s escaped as slog's JSONHandler escapes
-// a string, without the quotes.
+// a string, without the quotes: control bytes, '"' and '\\' escaped, each
+// byte of invalid UTF-8 as \ufffd, U+2028 and U+2029 as \u2028 and \u2029.
 func appendEscapedJSONString(buf []byte, s string) []byte {
-	char := func(b byte) { buf = append(buf, b) }
-	str := func(s string) { buf = append(buf, s...) }
-
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if safeSet[b] {
-				i++
-				continue
-			}
-			if start < i {
-				str(s[start:i])
-			}
-			char('\\')
-			switch b {
-			case '\\', '"':
-				char(b)
-			case '\n':
-				char('n')
-			case '\r':
-				char('r')
-			case '\t':
-				char('t')
-			default:
-				// This encodes bytes < 0x20 except for \t, \n and \r.
-				str(`u00`)
-				char(hex[b>>4])
-				char(hex[b&0xF])
-			}
 			i++
-			start = i
+			if !safeSet[b] {
+				buf = appendEscapedByte(append(buf, s[start:i-1]...), b)
+				start = i
+			}
 			continue
 		}
 		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			if start < i {
-				str(s[start:i])
-			}
-			str(`\ufffd`)
+		switch {
+		case c == utf8.RuneError && size == 1:
+			buf = append(append(buf, s[start:i]...), `\ufffd`...)
+		case c == '\u2028' || c == '\u2029':
+			// Valid JSON, but not in JSONP: escaped, as slog does.
+			buf = append(append(buf, s[start:i]...), `\u202`...)
+			buf = append(buf, hex[c&0xF])
+		default:
 			i += size
-			start = i
-			continue
-		}
-		// U+2028 is LINE SEPARATOR.
-		// U+2029 is PARAGRAPH SEPARATOR.
-		// They are both technically valid characters in JSON strings,
-		// but don't work in JSONP, which has to be evaluated as JavaScript,
-		// and can lead to security holes there. It is valid JSON to
-		// escape them, so we do so unconditionally.
-		// See http://timelessrepo.com/json-isnt-a-javascript-subset for discussion.
-		if c == '\u2028' || c == '\u2029' {
-			if start < i {
-				str(s[start:i])
-			}
-			str(`\u202`)
-			char(hex[c&0xF])
-			i += size
-			start = i
 			continue
 		}
 		i += size
+		start = i
 	}
-	if start < len(s) {
-		str(s[start:])
+	return append(buf, s[start:]...)
+}
+
+// appendEscapedByte appends the JSON escape of the ASCII byte b that
+// safeSet does not hold.
+func appendEscapedByte(buf []byte, b byte) []byte {
+	buf = append(buf, '\\')
+	switch b {
+	case '\\', '"':
+		return append(buf, b)
+	case '\n':
+		return append(buf, 'n')
+	case '\r':
+		return append(buf, 'r')
+	case '\t':
+		return append(buf, 't')
 	}
-	return buf
+	// The other bytes below 0x20.
+	return append(buf, 'u', '0', '0', hex[b>>4], hex[b&0xF])
 }
 
 const hex = "0123456789abcdef"
