@@ -3,9 +3,11 @@ package accesslog
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -174,4 +176,34 @@ func FuzzAccessLine(f *testing.F) {
 		attrs = append(attrs, slog.Int64("n", n), slog.Duration("d", time.Duration(n)), slog.String(cause, reqID))
 		sameAsSlog(t, time.Unix(0, n).UTC(), reqID, attrs)
 	})
+}
+
+// Lines written from many goroutines at once reach the writer whole, one
+// Write each, though the writer itself is not safe for concurrent use.
+func TestConcurrentLinesWhole(t *testing.T) {
+	var buf bytes.Buffer
+	l := New(&buf, JSON)
+	const writers, lines = 8, 200
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range lines {
+				ln := l.Begin("request")
+				ln.Int("writer", int64(w))
+				ln.String("value", strings.Repeat("v\n", i))
+				ln.End()
+			}
+		})
+	}
+	wg.Wait()
+	got := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(got) != writers*lines {
+		t.Fatalf("%d lines, want %d", len(got), writers*lines)
+	}
+	for _, line := range got {
+		var v struct{ Writer *int }
+		if err := json.Unmarshal([]byte(line), &v); err != nil || v.Writer == nil {
+			t.Fatalf("%v: %q", err, line)
+		}
+	}
 }
