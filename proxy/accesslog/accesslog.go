@@ -19,9 +19,10 @@ const (
 	JSON
 )
 
-// Log writes access lines. A nil *Log is off: Begin returns nil. Safe for
-// concurrent use; lines are written whole, one at a time, each with one Write
-// as its call ends (nothing is held back: a crash loses no written line).
+// Log writes access lines. Make one with New or FromSlog: the zero Log is not
+// usable, and a nil *Log is off (Begin returns nil). Safe for concurrent use;
+// lines are written whole, one at a time, each with one Write as its call
+// ends (nothing is held back: a crash loses no written line).
 type Log struct {
 	mu   sync.Mutex // serializes Writes, as slog's handlers do
 	w    io.Writer
@@ -44,8 +45,9 @@ func FromSlog(l *slog.Logger) *Log {
 	return &Log{slog: l}
 }
 
-// Line is one line being built: Begin it, add its attributes, End it. Its
-// methods must not be called after End. Not safe for concurrent use.
+// Line is one line being built: Log.Begin it, add its attributes, End it.
+// The zero Line is not usable; its methods must not be called after End. Not
+// safe for concurrent use.
 type Line struct {
 	log   *Log
 	buf   []byte
