@@ -4,6 +4,7 @@ package proxy
 
 import (
 	"bytes"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/accesslog"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/store"
 )
@@ -48,6 +50,38 @@ func TestProxiedRequestAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per proxied request", allocs)
 	}
+}
+
+// With the access log on, in either format, a whole proxied chat completion
+// still allocates nothing: its line is built in a pooled buffer and written
+// whole, once per call.
+func TestProxiedRequestWithAccessLogAllocatesNothing(t *testing.T) {
+	for _, f := range []accesslog.Format{accesslog.Text, accesslog.JSON} {
+		var w lineCounter
+		h := newHotBenchWith(t, Options{AccessLog: accesslog.New(&w, f)})
+		req, resp := h.warmRequest(t, hotBody)
+		const runs = 500
+		before := w.lines.Load()
+		allocs := testing.AllocsPerRun(runs, func() { h.do(t, req, resp) })
+		if allocs != 0 {
+			t.Errorf("format %d: %v allocations per proxied request", f, allocs)
+		}
+		// AllocsPerRun makes one more run than it counts; the last line may
+		// still be on its way when the client has its answer.
+		if n := w.lines.Load() - before; n < runs {
+			t.Errorf("format %d: %d access lines for %d calls", f, n, runs+1)
+		}
+	}
+}
+
+// lineCounter counts the lines written to it, each with one Write.
+type lineCounter struct{ lines atomic.Int64 }
+
+func (w *lineCounter) Write(p []byte) (int, error) {
+	if bytes.IndexByte(p, '\n') == len(p)-1 {
+		w.lines.Add(1)
+	}
+	return len(p), nil
 }
 
 // A whole proxied streamed chat completion allocates at most one object in

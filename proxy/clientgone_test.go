@@ -13,6 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/proxy/accesslog"
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/rawio"
 )
@@ -82,7 +83,7 @@ health: {failures: 1, cooldown: 1m}
 	}
 	access := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(access, nil))
-	gw, _, ln := listenGateway(t, cfg, Options{Logger: log, AccessLog: log})
+	gw, _, ln := listenGateway(t, cfg, Options{Logger: log, AccessLog: accesslog.New(access, accesslog.JSON)})
 	return &goneEnv{gw: gw, addr: ln.Addr().String(), access: access}
 }
 

@@ -26,7 +26,8 @@
 // (proxy/ratelimit: proxy asks it before a call is routed and writes the
 // refusal), the callers' keys as records and the snapshot the request path
 // reads (proxy/keys), the admin API's handlers (proxy/admin), the spans of
-// traces (proxy/trace), the client listener's TLS and its reload
+// traces (proxy/trace), the access line's bytes and write (proxy/accesslog),
+// the client listener's TLS and its reload
 // (proxy/edgetls), the client's socket: the listeners, the descriptor
 // tally, the connection's head checks, held answers, spliced heads, bounded
 // chunked bodies and lingering close (proxy/clientconn) or durable records (store). Where the keys are stored and

@@ -12,6 +12,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/proxy/accesslog"
 	"github.com/modelgate/gateway/proxy/admin"
 	"github.com/modelgate/gateway/proxy/clientconn"
 	"github.com/modelgate/gateway/proxy/config"
@@ -44,8 +45,10 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// AccessLog receives one line per request when it ends; nil turns the
-	// access log off. Its handler must not keep attribute values past Handle.
-	AccessLog *slog.Logger
+	// access log off. accesslog.New writes slog's text or JSON lines without
+	// slog; accesslog.FromSlog hands them to a *slog.Logger, whose handler
+	// must not keep attribute values past Handle.
+	AccessLog *accesslog.Log
 	// Version is the build's version, shown on the status page.
 	Version string
 	// NoTokenUsage turns off reading the token usage of answers (counted in

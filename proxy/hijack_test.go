@@ -18,6 +18,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/proxy/accesslog"
 	"github.com/modelgate/gateway/proxy/trace/tracetest"
 )
 
@@ -298,7 +299,7 @@ func TestHijackedStreamAccessLine(t *testing.T) {
 	e := newEnv(t, nil)
 	access := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(access, nil))
-	gw, _, ln := listenGateway(t, e.cfg, Options{Logger: log, AccessLog: log})
+	gw, _, ln := listenGateway(t, e.cfg, Options{Logger: log, AccessLog: accesslog.New(access, accesslog.JSON)})
 	line := func(addr string) map[string]any {
 		t.Helper()
 		access.mu.Lock()

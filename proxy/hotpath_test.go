@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/accesslog"
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/family"
 )
@@ -128,6 +129,29 @@ func hotRequest(req *fasthttp.Request, body []byte) {
 func BenchmarkProxiedRequest(b *testing.B) {
 	b.SetBytes(int64(len(hotBody) + len(hotAnswer)))
 	newHotBench(b).proxied(b, hotBody)
+}
+
+// BenchmarkProxiedRequestAccessLog is BenchmarkProxiedRequest with the access
+// log on, to io.Discard: written by accesslog (text, json), and through
+// slog's handlers as the gateway wrote it before (slog-text, slog-json).
+//
+//	go test ./proxy/ -run '^$' -bench ProxiedRequestAccessLog -benchmem
+func BenchmarkProxiedRequestAccessLog(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		log  *accesslog.Log
+	}{
+		{"off", nil},
+		{"slog-text", accesslog.FromSlog(slog.New(slog.NewTextHandler(io.Discard, nil)))},
+		{"text", accesslog.New(io.Discard, accesslog.Text)},
+		{"slog-json", accesslog.FromSlog(slog.New(slog.NewJSONHandler(io.Discard, nil)))},
+		{"json", accesslog.New(io.Discard, accesslog.JSON)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(hotBody) + len(hotAnswer)))
+			newHotBenchWith(b, Options{AccessLog: bc.log}).proxied(b, hotBody)
+		})
+	}
 }
 
 // BenchmarkTokenUsage is BenchmarkProxiedRequest and BenchmarkProxiedStream

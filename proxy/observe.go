@@ -3,9 +3,7 @@ package proxy
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"io"
-	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/modelgate/gateway/proxy/accesslog"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/promtext"
 	"github.com/modelgate/gateway/proxy/trace"
@@ -42,7 +41,7 @@ func statusClass(status int) int {
 // observer holds a gateway's metrics and access log. Safe for concurrent use.
 type observer struct {
 	set    *metrics.Set
-	access *slog.Logger
+	access *accesslog.Log
 	// noModel counts the calls that resolved no configured model.
 	noModel  modelStats
 	bytesIn  [family.Count]*metrics.Counter
@@ -263,11 +262,10 @@ func (c *call) firstByteAt() time.Time {
 // maxLoggedModel bounds the client-sent model name written to the access log.
 const maxLoggedModel = 256
 
-// accessScratch holds what one access log line is built from; pooled. The
-// strings made from hex are valid until the scratch goes back to the pool,
-// after the line is written.
+// accessScratch holds the bytes of an access line's values made from hex;
+// pooled. The strings made from them are valid until the scratch goes back
+// to the pool, after the line is written.
 type accessScratch struct {
-	attrs   [24]slog.Attr
 	hex     [16]byte
 	traceID [32]byte
 }
@@ -278,47 +276,45 @@ var accessScratchPool = sync.Pool{New: func() any { return new(accessScratch) }}
 // it ended and how long it took. Never a body, a key or a provider secret:
 // the caller is named by its key id, the session by a hash of its key.
 func (o *observer) logAccess(c *call, status int, now time.Time, bytesIn, bytesOut int64) {
-	ctx := context.Background()
-	if !o.access.Enabled(ctx, slog.LevelInfo) {
+	ln := o.access.Begin("request")
+	if ln == nil {
 		return
 	}
 	sc := accessScratchPool.Get().(*accessScratch)
-	a := append(sc.attrs[:0],
-		// c.reqID is not changed before the call is released, after this line.
-		slog.String("request_id", b2s(c.reqID)),
-		slog.String("key_id", c.keyID),
-		slog.String("family", c.family.String()),
-		slog.String("endpoint", c.ep.String()),
-		slog.String("model", loggedModel(c)),
-		slog.String("deployment", deploymentName(c.dep)),
-		slog.Int("status", status),
-		slog.Duration("latency", now.Sub(c.start)),
-		slog.Int64("bytes_in", bytesIn),
-		slog.Int64("bytes_out", bytesOut),
-		slog.Bool("stream", c.up.SSE()),
-	)
+	// c.reqID is not changed before the call is released, after this line.
+	ln.String("request_id", b2s(c.reqID))
+	ln.String("key_id", c.keyID)
+	ln.String("family", c.family.String())
+	ln.String("endpoint", c.ep.String())
+	ln.String("model", loggedModel(c))
+	ln.String("deployment", deploymentName(c.dep))
+	ln.Int("status", int64(status))
+	ln.Duration("latency", now.Sub(c.start))
+	ln.Int("bytes_in", bytesIn)
+	ln.Int("bytes_out", bytesOut)
+	ln.Bool("stream", c.up.SSE())
 	if fb := c.firstByteAt(); !fb.IsZero() {
-		a = append(a, slog.Duration("ttfb", fb.Sub(c.start)))
+		ln.Duration("ttfb", fb.Sub(c.start))
 	}
 	if c.hasSession {
-		a = append(a, slog.String("session", b2s(appendSessionHash(sc.hex[:0], c.sessionHash))))
+		ln.String("session", b2s(appendSessionHash(sc.hex[:0], c.sessionHash)))
 	}
 	if c.attempts > 1 || c.up.StaleRetries > 0 {
-		a = append(a, slog.Int("attempts", c.attempts), slog.Int("stale_retries", c.up.StaleRetries))
+		ln.Int("attempts", int64(c.attempts))
+		ln.Int("stale_retries", int64(c.up.StaleRetries))
 	}
-	a = appendUsageAttrs(a, c.up.Usage())
-	a = appendSpendAttr(a, c)
+	addUsageAttrs(ln, c.up.Usage())
+	addSpendAttrs(ln, c)
 	if c.reason != "" {
-		a = append(a, slog.String("reason", c.reason))
+		ln.String("reason", c.reason)
 	}
 	if c.cause != nil {
-		a = append(a, slog.String("error", c.cause.Error()))
+		ln.String("error", c.cause.Error())
 	}
 	if c.trace.On() {
-		a = append(a, slog.String("trace_id", b2s(c.appendTraceID(sc.traceID[:0]))))
+		ln.String("trace_id", b2s(c.appendTraceID(sc.traceID[:0])))
 	}
-	o.access.LogAttrs(ctx, slog.LevelInfo, "request", a...)
-	clear(a)
+	ln.End()
 	accessScratchPool.Put(sc)
 }
 

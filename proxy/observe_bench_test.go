@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/bench/sim"
+	"github.com/modelgate/gateway/proxy/accesslog"
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/family"
 )
@@ -37,13 +38,14 @@ func BenchmarkAccessLog(b *testing.B) {
 	}
 	modes := []struct {
 		name   string
-		access *slog.Logger
+		access *accesslog.Log
 		addr   string
 		spent  time.Duration
 	}{
 		{name: "off"},
-		{name: "text", access: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		{name: "json", access: slog.New(slog.NewJSONHandler(io.Discard, nil))},
+		{name: "text", access: accesslog.New(io.Discard, accesslog.Text)},
+		{name: "json", access: accesslog.New(io.Discard, accesslog.JSON)},
+		{name: "slog-json", access: accesslog.FromSlog(slog.New(slog.NewJSONHandler(io.Discard, nil)))},
 	}
 	for i := range modes {
 		modes[i].addr = startBenchGateway(b, sims, Options{AccessLog: modes[i].access})
@@ -105,13 +107,19 @@ func startBenchGateway(b *testing.B, sims []string, opts Options) string {
 }
 
 // BenchmarkFinish measures what a call's end costs: counters and histograms
-// alone, and with an access log line in JSON to io.Discard.
+// alone, and with an access log line to io.Discard: in JSON, in text, and in
+// JSON through slog's handler (as the gateway wrote it before accesslog).
 func BenchmarkFinish(b *testing.B) {
-	for _, mode := range []string{"off", "json"} {
+	for _, mode := range []string{"off", "json", "text", "slog-json"} {
 		b.Run(mode, func(b *testing.B) {
 			var opts Options
-			if mode == "json" {
-				opts.AccessLog = slog.New(slog.NewJSONHandler(io.Discard, nil))
+			switch mode {
+			case "json":
+				opts.AccessLog = accesslog.New(io.Discard, accesslog.JSON)
+			case "text":
+				opts.AccessLog = accesslog.New(io.Discard, accesslog.Text)
+			case "slog-json":
+				opts.AccessLog = accesslog.FromSlog(slog.New(slog.NewJSONHandler(io.Discard, nil)))
 			}
 			g, c := finishFixture(b, opts)
 			b.ReportAllocs()

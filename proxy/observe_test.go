@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelgate/gateway/affinity"
 	"github.com/modelgate/gateway/bench/sim"
+	"github.com/modelgate/gateway/proxy/accesslog"
 	"github.com/modelgate/gateway/proxy/promtext"
 	"github.com/modelgate/gateway/proxy/upstream"
 	"github.com/modelgate/gateway/store"
@@ -34,7 +35,7 @@ func newOpsEnv(t *testing.T, edit func(string) string, opts Options) (*testEnv, 
 	e := newEnv(t, edit)
 	access := &syncBuffer{}
 	if opts.AccessLog == nil {
-		opts.AccessLog = slog.New(slog.NewJSONHandler(access, nil))
+		opts.AccessLog = accesslog.New(access, accesslog.JSON)
 	}
 	e.stop()
 	st, err := store.OpenPebble(e.dir, store.PebbleOptions{})

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelgate/gateway/proxy/accesslog"
 )
 
 // Secrets the log test plants: configured caller keys, upstream credentials
@@ -70,7 +72,7 @@ func TestNoSecretInLogs(t *testing.T) {
 	})
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	_, srv, ln := listenGateway(t, e.cfg, Options{Store: e.store, Logger: log, AccessLog: log})
+	_, srv, ln := listenGateway(t, e.cfg, Options{Store: e.store, Logger: log, AccessLog: accesslog.New(logs, accesslog.JSON)})
 	addr := ln.Addr().String()
 
 	const chat = "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"

@@ -3,7 +3,6 @@ package proxy
 import (
 	"cmp"
 	"encoding/json"
-	"log/slog"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/accesslog"
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/ratelimit"
@@ -318,14 +318,14 @@ func (c *call) estimatedTokens(u *parse.Usage) (in, out int64) {
 	return in, max(u.Output, out)
 }
 
-// appendSpendAttr appends the access log's cost of the call and what it
+// addSpendAttrs adds the access line's cost of the call and what it
 // reserved, in USD, for a call that cost something or whose key has a budget.
-func appendSpendAttr(a []slog.Attr, c *call) []slog.Attr {
+func addSpendAttrs(ln *accesslog.Line, c *call) {
 	if c.spent <= 0 && !c.g.spend.ledger.Applies(c.keyID) {
-		return a
+		return
 	}
-	return append(a, slog.String("cost_usd", config.USD(c.spent).String()),
-		slog.String("reserved_usd", config.USD(c.reserved).String()))
+	ln.String("cost_usd", config.USD(c.spent).String())
+	ln.String("reserved_usd", config.USD(c.reserved).String())
 }
 
 // budgetsPath is the admin API's read of the budgets: spent and remaining

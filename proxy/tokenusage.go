@@ -1,13 +1,13 @@
 package proxy
 
 import (
-	"log/slog"
 	"sync"
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/modelgate/gateway/parse"
+	"github.com/modelgate/gateway/proxy/accesslog"
 	"github.com/modelgate/gateway/proxy/promtext"
 )
 
@@ -76,12 +76,14 @@ func (o *observer) tokenCounters(ts *tokenStats, modelID, keyID string) *tokenCo
 	return tc
 }
 
-// appendUsageAttrs appends the access log's token counts, when the answer
+// addUsageAttrs adds the access line's token counts, when the answer
 // reported any.
-func appendUsageAttrs(a []slog.Attr, u parse.Usage) []slog.Attr {
+func addUsageAttrs(ln *accesslog.Line, u parse.Usage) {
 	if !u.Found {
-		return a
+		return
 	}
-	return append(a, slog.Int64("input_tokens", u.Input), slog.Int64("output_tokens", u.Output),
-		slog.Int64("cached_tokens", u.Cached), slog.Int64("reasoning_tokens", u.Reasoning))
+	ln.Int("input_tokens", u.Input)
+	ln.Int("output_tokens", u.Output)
+	ln.Int("cached_tokens", u.Cached)
+	ln.Int("reasoning_tokens", u.Reasoning)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy"
+	"github.com/modelgate/gateway/proxy/accesslog"
 	"github.com/modelgate/gateway/proxy/config"
 	"github.com/modelgate/gateway/proxy/edgetls"
 	"github.com/modelgate/gateway/proxy/ratelimit"
@@ -216,8 +217,8 @@ type serveOptions struct {
 	adminListen string
 	grace       time.Duration
 	log         *slog.Logger
-	access      *slog.Logger  // nil: no access log
-	demo        *demoUpstream // the offline demo, or nil
+	access      *accesslog.Log // nil: no access log
+	demo        *demoUpstream  // the offline demo, or nil
 }
 
 func serve(cfg *config.Config, o serveOptions) error {
@@ -500,13 +501,16 @@ func reload(gw *proxy.Gateway, configPath string, log *slog.Logger) {
 	log.Info("config reloaded", "path", configPath)
 }
 
-// newAccessLogger returns the access log in format, or nil when it is off.
-func newAccessLogger(format string, w io.Writer) (*slog.Logger, error) {
+// newAccessLogger returns the access log in format, or nil when it is off:
+// the lines slog's text or JSON handler would write, without slog.
+func newAccessLogger(format string, w io.Writer) (*accesslog.Log, error) {
 	switch format {
 	case "off":
 		return nil, nil
-	case "text", "json":
-		return newLogger(format, w)
+	case "text":
+		return accesslog.New(w, accesslog.Text), nil
+	case "json":
+		return accesslog.New(w, accesslog.JSON), nil
 	}
 	return nil, fmt.Errorf("-access-log must be text, json or off, not %q", format)
 }
