@@ -137,6 +137,16 @@ func (c *call) mayRetry(reason upstream.RetryReason) bool {
 	return false
 }
 
+// sendSecond is the Unix second an attempt is sent in, for the retry budget:
+// the call's start for the first, which the server read just before the
+// handler; the clock for one sent again, which may come long after.
+func (c *call) sendSecond() int64 {
+	if c.attempts <= 1 {
+		return c.start.Unix()
+	}
+	return time.Now().Unix()
+}
+
 // send makes the upstream call; on success the deployment's in-flight count
 // stays raised until the answer is relayed.
 func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream bool) error {
@@ -166,7 +176,7 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 		c.up.StripUsage()
 	}
 	c.sent = true
-	err := c.up.Send(dep, req, stream)
+	err := c.up.Send(dep, req, stream, c.sendSecond())
 	c.reached = err == nil || !upstream.IsDialError(err)
 	// The request is written whole by the time Send returns; a long stream
 	// should not keep its head alive.

@@ -53,7 +53,7 @@ func streamed(t *testing.T, c *call, cfg *config.Config) {
 	req := upstream.AcquireRequest()
 	defer upstream.ReleaseRequest(req)
 	req.Head = upstream.EndHead(c.dep.AppendRequestLine(req.Head, []byte("POST"), "/chat/completions", nil), []byte("POST"), 0)
-	if err := c.up.Send(c.dep, req, true); err != nil {
+	if err := c.up.Send(c.dep, req, true, c.start.Unix()); err != nil {
 		t.Fatal(err)
 	}
 	var out fasthttp.Response

@@ -413,7 +413,7 @@ const (
 // the client is slow, and its requests are read the usual way until one
 // comes within AwaitLimit of its answer.
 func (c *Conn) awaitNext(p []byte) (n int, ok bool, err error) {
-	now := time.Now()
+	now := monoNow()
 	limit := now.Add(AwaitLimit)
 	bounded := c.readDeadline.IsZero() || limit.Before(c.readDeadline)
 	switch {
@@ -451,6 +451,15 @@ func (c *Conn) awaitNext(p []byte) (n int, ok bool, err error) {
 	}
 	return n, true, err
 }
+
+// epoch is the origin of monoNow's readings.
+var epoch = time.Now()
+
+// monoNow returns the time from one reading of the monotonic clock alone:
+// time.Now reads the wall clock too, a second reading of the vDSO's clock
+// that a wait's bound does not need (deadlines are compared and set on
+// their monotonic readings).
+func monoNow() time.Time { return epoch.Add(time.Since(epoch)) }
 
 // unbind puts back the read deadline fasthttp asked for when a wait's bound
 // is in force.

@@ -229,18 +229,18 @@ func credentialLine(fam family.Family, key string) string {
 type observer Deployment
 
 // HeadRead records, for routing, the time from sent (as the request's write
-// began: the write may wait for the answer's first byte) to the end of the
-// answer's head, whose status is status, or to the first-byte timeout that
-// err may be: a deployment whose heads time out is as slow as that. A
+// began: the write may wait for the answer's first byte) to read, the end of
+// the answer's head, whose status is status, or to the first-byte timeout
+// that err may be: a deployment whose heads time out is as slow as that. A
 // failure's answer (a 5xx, a 429) or any other error is the health's to
-// count, not a time: a deployment that fails fast must not look fast.
-func (o *observer) HeadRead(sent int64, status int, err error) {
+// count, not a time: a deployment that fails fast must not look fast. Both
+// times are the transport's readings of monoNow's clock.
+func (o *observer) HeadRead(sent, read int64, status int, err error) {
 	switch {
 	case err != nil && !IsTimeout(err), err == nil && (FailureStatus(status) || status == 429):
 		return
 	}
-	now := monoNow()
-	o.ttfb.observe(time.Duration(now-sent), now)
+	o.ttfb.observe(time.Duration(read-sent), read)
 }
 
 // IdleClosed counts a pooled connection found closed while idle.

@@ -89,7 +89,7 @@ func TestDeploymentObservesItsConnections(t *testing.T) {
 	var r Relay
 	req := get("/")
 	defer ReleaseRequest(req)
-	if err := r.Send(d, req, false); err != nil {
+	if err := r.Send(d, req, false, time.Now().Unix()); err != nil {
 		t.Fatal(err)
 	}
 	r.Close()

@@ -124,12 +124,16 @@ func (r *Relay) Reset() {
 // Send makes one call: whether a failed one goes again is the caller's to
 // decide (see Classify); after Redial, the call goes on a connection dialled
 // for it.
-func (r *Relay) Send(dep *Deployment, req *Request, stream bool) error {
+//
+// sec is the Unix second the call is sent in, as the caller read the clock
+// (the call's start, for its first attempt): the deployment's retry budget
+// counts the call in it.
+func (r *Relay) Send(dep *Deployment, req *Request, stream bool, sec int64) error {
 	r.dep = dep
 	r.wantStream = stream
 	dep.inflight.Add(1)
 	dep.Stats.attempts.Add(1)
-	dep.Budget.called(time.Now().Unix())
+	dep.Budget.called(sec)
 	r.resp.Reset() // no earlier call's connection is read by Stale
 	r.resp.StreamBody = stream || dep.loadsItself()
 	// wire.ReadPlainHead forgets an earlier call's head in r.head.

@@ -79,7 +79,7 @@ func runSlowdown(t *testing.T, pick func(r *Route, rnd uint64) int, workers, bef
 				req.Head = EndHead(req.Head, []byte("POST"), len(body))
 				req.Body = body
 				start := time.Now()
-				err := relay.Send(d, req, false)
+				err := relay.Send(d, req, false, time.Now().Unix())
 				took := time.Since(start)
 				ReleaseRequest(req)
 				if err != nil {

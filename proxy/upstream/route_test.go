@@ -379,7 +379,8 @@ func TestHeadReadSamples(t *testing.T) {
 	f := func(status int, err error, want bool) {
 		t.Helper()
 		d := &Deployment{}
-		(*observer)(d).HeadRead(monoNow()-int64(time.Millisecond), status, err)
+		now := monoNow()
+		(*observer)(d).HeadRead(now-int64(time.Millisecond), now, status, err)
 		if got := d.ttfb.value(monoNow()) != 0; got != want {
 			t.Errorf("status %d, err %v: sampled %v, want %v", status, err, got, want)
 		}

@@ -10,7 +10,7 @@ func TestClosedWhileIdleAllocatesNothing(t *testing.T) {
 	setProbeAfter(t, 0)
 	c := idleConn(t)
 	allocs := testing.AllocsPerRun(1000, func() {
-		if c.closedWhileIdle() {
+		if c.closedWhileIdle(now()) {
 			t.Fatal("a live connection found closed")
 		}
 	})

@@ -57,7 +57,11 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (c *countingConn) SetReadDeadline(time.Time) error { return nil }
+func (c *countingConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *countingConn) SetWriteDeadline(time.Time) error { return nil }
+
+// Read finds an answer's first bytes.
+func (c *countingConn) Read(p []byte) (int, error) { return copy(p, "HTTP/1.1 200 OK\r\n"), nil }
 
 func newAwaitConn() (*deadlineConn, *countingConn, *scriptedRaw) {
 	cc := &countingConn{}
@@ -85,6 +89,44 @@ func TestFlushAwaitWritesInsideTheWait(t *testing.T) {
 	}
 	if c.deadline.IsZero() {
 		t.Fatal("no first-byte deadline was armed before the wait")
+	}
+}
+
+// One reading of the clock as a request's write begins (the transport's,
+// beginSend) arms the write's deadline and the answer's, and the reads of
+// the answer's head keep that deadline without a reading of their own; the
+// head's reading, once it is read, is the connection's last read.
+func TestRequestDeadlinesShareOneReading(t *testing.T) {
+	c, _, raw := newAwaitConn()
+	c.write = time.Minute
+	at := now().Add(-time.Hour) // no reading of the clock gives it now
+	c.beginSend(at)
+	bw := bufio.NewWriter(c)
+	bw.WriteString("POST / HTTP/1.1\r\n\r\n")
+	if err := c.flushAwait(bw); err != nil || len(raw.steps) != 2 {
+		t.Fatalf("err %v, steps %+v; want a wait", err, raw.steps)
+	}
+	if !c.writeDeadline.Equal(at.Add(c.write)) || !c.deadline.Equal(at.Add(c.firstByte)) {
+		t.Fatalf("write deadline %v, read deadline %v; want both from %v", c.writeDeadline, c.deadline, at)
+	}
+	var p [64]byte
+	for range 2 { // the head's first read and one more for its rest
+		if _, err := c.Read(p[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !c.deadline.Equal(at.Add(c.firstByte)) || c.answers != 1 {
+		t.Fatalf("read deadline %v after the head's reads, answers %d; want %v, 1", c.deadline, c.answers, at.Add(c.firstByte))
+	}
+	read := at.Add(time.Second)
+	c.headRead(false, read)
+	if !c.lastRead.Equal(read) {
+		t.Fatalf("last read %v, want the head's %v", c.lastRead, read)
+	}
+	// The next request reads the clock for a piece written without one.
+	c.Write([]byte("POST / HTTP/1.1\r\n\r\n"))
+	if !c.writeDeadline.After(at.Add(time.Hour)) {
+		t.Fatalf("write deadline %v, want one from the clock", c.writeDeadline)
 	}
 }
 

@@ -121,8 +121,17 @@ type deadlineConn struct {
 	// stream does not re-arm a timer on every read. writeDeadline is the
 	// write deadline in force, moved alike.
 	deadline, writeDeadline time.Time
-	// lastRead is when the last read began; see flushAwait.
+	// lastRead is when the last read began, or, for an answer's head, when
+	// its read ended; see flushAwait.
 	lastRead time.Time
+	// sendAt is the clock's reading as the transport began to write the
+	// request (see beginSend): the write's first piece and the wait for the
+	// answer arm their deadlines from it rather than reading the clock
+	// again. Zero once the first piece is armed. awaitArmed says that
+	// flushAwait armed the answer's deadline from it, which the reads of
+	// the answer's head then keep without a reading of their own.
+	sendAt     time.Time
+	awaitArmed bool
 	// obs is the dialer's; peekStep, peekBuf and peekDead are
 	// closedWhileIdle's, kept here so that a look allocates nothing.
 	obs      Observer
@@ -165,6 +174,7 @@ func (c *deadlineConn) Write(p []byte) (int, error) {
 		if err := c.armWrite(); err != nil {
 			return n, err
 		}
+		c.sendAt = time.Time{} // a later piece reads the clock
 		m, err := c.Conn.Write(piece)
 		n += m
 		if err != nil {
@@ -179,14 +189,19 @@ func (c *deadlineConn) Write(p []byte) (int, error) {
 	}
 }
 
-// armWrite sets the write deadline for the next piece: write from now, moved
-// as the read deadline is (see DeadlineMoves), so that a busy connection
-// re-arms its timer about once a sixteenth of the timeout, not per request.
+// armWrite sets the write deadline for the next piece: write from now (the
+// request's sendAt for its first piece), moved as the read deadline is (see
+// DeadlineMoves), so that a busy connection re-arms its timer about once a
+// sixteenth of the timeout, not per request.
 func (c *deadlineConn) armWrite() error {
 	if c.write <= 0 {
 		return nil
 	}
-	want := time.Now().Add(c.write)
+	at := c.sendAt
+	if at.IsZero() {
+		at = now()
+	}
+	want := at.Add(c.write)
 	if !DeadlineMoves(c.writeDeadline, want, c.write) {
 		return nil
 	}
@@ -202,9 +217,17 @@ func DeadlineMoves(current, want time.Time, d time.Duration) bool {
 	return want.Before(current) || want.Sub(current) > d>>4
 }
 
+// beginSend is told by the transport that a request's write begins at at,
+// the clock's reading it shares with the write's deadlines (see sendAt).
+func (c *deadlineConn) beginSend(at time.Time) {
+	c.sendAt, c.awaitArmed = at, false
+}
+
 func (c *deadlineConn) Read(p []byte) (int, error) {
-	if err := c.armRead(); err != nil {
-		return 0, err
+	if !c.awaitArmed {
+		if err := c.armRead(); err != nil {
+			return 0, err
+		}
 	}
 	// After armRead: a Cancel sets canceled before it moves the deadline to
 	// the past, so either this sees it, or its deadline replaces armRead's.
@@ -219,18 +242,19 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 		if c.awaiting {
 			c.answers++
 		}
-		c.awaiting = false
+		c.awaiting, c.awaitArmed = false, false
 	} else if err != nil && c.awaiting && c.reused && !isTimeout(err) {
 		c.stale = true
 	}
 	return n, err
 }
 
-// headRead says that the answer's head was read whole: the reads that follow
-// wait up to idle each, or, when whole is set, all of them together (see
-// pinIdle).
-func (c *deadlineConn) headRead(whole bool) {
-	c.pinned, c.whole = false, whole
+// headRead says that the answer's head was read whole at at: the reads that
+// follow wait up to idle each, or, when whole is set, all of them together
+// (see pinIdle).
+func (c *deadlineConn) headRead(whole bool, at time.Time) {
+	c.pinned, c.whole, c.awaitArmed = false, whole, false
+	c.lastRead = at
 }
 
 // pinIdle has the rest of the answer come within idle of the first read that
@@ -243,7 +267,11 @@ func (c *deadlineConn) pinIdle() { c.whole = true }
 // armRead sets the read deadline for the next read: firstByte while an answer
 // is awaited, and for the rest of its head the same deadline; idle after it,
 // from each read or, for a whole body, from its first.
-func (c *deadlineConn) armRead() error { return c.armReadAt(time.Now()) }
+//
+// A read of the head of an answer whose deadline flushAwait armed (see
+// awaitArmed) does not come here: the deadline stands, from the request's
+// write, and so does lastRead.
+func (c *deadlineConn) armRead() error { return c.armReadAt(now()) }
 
 // armReadAt is armRead at now.
 func (c *deadlineConn) armReadAt(now time.Time) error {
@@ -292,16 +320,20 @@ func (c *deadlineConn) flushAwait(bw *bufio.Writer) error {
 	if c.raw == nil || c.awaiting {
 		return bw.Flush()
 	}
-	now := time.Now() // one clock read for the check and the deadline
-	if c.answers > 0 && now.Sub(c.lastRead) > awaitAfter {
+	at := c.sendAt // the transport's reading, for the check and the deadline
+	if at.IsZero() {
+		at = now()
+	}
+	if c.answers > 0 && at.Sub(c.lastRead) > awaitAfter {
 		return bw.Flush()
 	}
 	c.awaiting = true // the answer's deadline, armed before the wait
-	err := c.armReadAt(now)
+	err := c.armReadAt(at)
 	c.awaiting = false // Write decides whether the connection is reused
 	if err != nil {
 		return err
 	}
+	c.awaitArmed = true // the head's reads keep this deadline
 	if c.step == nil {
 		c.step = c.flushStep // one method value per connection, not per call
 	}
@@ -339,8 +371,10 @@ var probeAfter = awaitAfter
 // closed is not a call sent again, and is safe to replace for any endpoint.
 // A connection read from within probeAfter, or without a TCP socket under
 // it, is not looked at. A connection it reports is the caller's to close.
-func (c *deadlineConn) closedWhileIdle() bool {
-	if c.raw == nil || time.Since(c.lastRead) <= probeAfter {
+//
+// at is the time now, as the transport read it for the call.
+func (c *deadlineConn) closedWhileIdle(at time.Time) bool {
+	if c.raw == nil || at.Sub(c.lastRead) <= probeAfter {
 		return false
 	}
 	if c.peekStep == nil {

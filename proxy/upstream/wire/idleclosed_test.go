@@ -86,8 +86,8 @@ type counts struct {
 	heads, idleClosed atomic.Int64
 }
 
-func (c *counts) HeadRead(int64, int, error) { c.heads.Add(1) }
-func (c *counts) IdleClosed()                { c.idleClosed.Add(1) }
+func (c *counts) HeadRead(int64, int64, int, error) { c.heads.Add(1) }
+func (c *counts) IdleClosed()                       { c.idleClosed.Add(1) }
 
 // setProbeAfter sets probeAfter to d for the test.
 func setProbeAfter(t testing.TB, d time.Duration) {
@@ -243,7 +243,7 @@ func BenchmarkClosedWhileIdle(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if c.closedWhileIdle() {
+				if c.closedWhileIdle(now()) {
 					b.Fatal("a live connection found closed")
 				}
 			}

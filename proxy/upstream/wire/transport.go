@@ -56,7 +56,7 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 	if r == nil {
 		return false, errNotRaw
 	}
-	cc, err := t.acquireConn(hc, r.fresh)
+	cc, sent, err := t.acquireConn(hc, r.fresh)
 	if err != nil {
 		return false, err
 	}
@@ -66,7 +66,16 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 		return false, ErrCanceled
 	}
 	resp.ParseNetConn(c)
-	sent := MonoNow() // the write may wait for the answer (see flushAwait)
+	// One reading as the write begins, for the idle check (acquireConn's),
+	// the write's deadline, the answer's (see flushAwait) and the time to
+	// first byte: the write may wait for the answer.
+	if sent.IsZero() {
+		sent = now()
+	}
+	dc, _ := c.(*deadlineConn)
+	if dc != nil {
+		dc.beginSend(sent)
+	}
 	if err = writeRequest(hc, c, r); err != nil {
 		r.Cancel.detach()
 		t.close(hc, cc)
@@ -74,11 +83,8 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 	}
 	br := hc.AcquireReader(c)
 	noBody, err := ReadHead(br, r.headOnly(), resp, r.head)
-	if dc, ok := c.(*deadlineConn); ok {
-		if dc.obs != nil {
-			dc.obs.HeadRead(sent, resp.StatusCode(), err)
-		}
-		dc.headRead(err == nil && !resp.StreamBody) // read whole here, within idle
+	if dc != nil {
+		dc.headDone(sent, resp.StatusCode(), err == nil && !resp.StreamBody, err) // read whole here, within idle
 	}
 	closeConn := resp.ConnectionClose()
 	switch {
@@ -107,6 +113,18 @@ func (t *transport[C]) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request,
 	return false, err
 }
 
+// headDone tells c that the answer's head of the request sent at sent was
+// read, with status, or that its read failed with err; whole as headRead's.
+// One reading of the clock serves the time to first byte its Observer is
+// told of and the connection's last read (see closedWhileIdle, flushAwait).
+func (c *deadlineConn) headDone(sent time.Time, status int, whole bool, err error) {
+	read := now()
+	if c.obs != nil {
+		c.obs.HeadRead(mono(sent), mono(read), status, err)
+	}
+	c.headRead(whole, read)
+}
+
 var errNotRaw = errors.New("upstream: a request not made by wire.Request")
 
 // acquireConn returns a connection of hc's pool, or, when fresh is set, one
@@ -124,26 +142,32 @@ var errNotRaw = errors.New("upstream: a request not made by wire.Request")
 // Each close frees a connection of the pool's bound, so a dial comes within
 // the pool's size, unless other calls keep releasing connections: then,
 // after as many, the call fails as busy.
-func (t *transport[C]) acquireConn(hc *fasthttp.HostClient, fresh bool) (C, error) {
+//
+// The time it returns is the clock's reading for the look at a pooled
+// connection it returns, for the call's write to use as well; zero for a
+// connection dialled for the call.
+func (t *transport[C]) acquireConn(hc *fasthttp.HostClient, fresh bool) (C, time.Time, error) {
 	for range max(hc.MaxConns, 1) + 1 {
 		cc, err := t.acquire(hc, 0, false)
 		if err != nil {
-			return cc, err
+			return cc, time.Time{}, err
 		}
 		dc, ok := cc.Conn().(*deadlineConn)
+		if !ok || dc.answers == 0 { // dialled for this call
+			return cc, time.Time{}, nil
+		}
+		at := now()
 		switch {
-		case !ok || dc.answers == 0: // dialled for this call
-			return cc, nil
 		case fresh: // not on a pooled one, closed below
-		case !dc.closedWhileIdle():
-			return cc, nil
+		case !dc.closedWhileIdle(at):
+			return cc, at, nil
 		case dc.obs != nil:
 			dc.obs.IdleClosed()
 		}
 		t.close(hc, cc)
 	}
 	var none C
-	return none, fasthttp.ErrNoFreeConns
+	return none, time.Time{}, fasthttp.ErrNoFreeConns
 }
 
 // writeRequest writes r whole; a timeout is fasthttp.ErrTimeout.

@@ -349,18 +349,20 @@ func TestWriteTimeout(t *testing.T) {
 
 // heads is an Observer that records the heads it is told of.
 type heads struct {
-	sent     []int64
-	statuses []int
-	errs     []error
+	sent, read []int64
+	statuses   []int
+	errs       []error
 }
 
-func (h *heads) HeadRead(sent int64, status int, err error) {
-	h.sent, h.statuses, h.errs = append(h.sent, sent), append(h.statuses, status), append(h.errs, err)
+func (h *heads) HeadRead(sent, read int64, status int, err error) {
+	h.sent, h.read = append(h.sent, sent), append(h.read, read)
+	h.statuses, h.errs = append(h.statuses, status), append(h.errs, err)
 }
 func (h *heads) IdleClosed() {}
 
 // The connections' Observer is told of each answer's head, with its status,
-// and of when its request's write began, on MonoNow's clock.
+// of when its request's write began and of when its head was read, on
+// MonoNow's clock.
 func TestObserverToldOfHeads(t *testing.T) {
 	var obs heads
 	client := pipeClient(func() (string, bool) {
@@ -375,7 +377,7 @@ func TestObserverToldOfHeads(t *testing.T) {
 	}
 	after := MonoNow()
 	if len(obs.statuses) != 1 || obs.statuses[0] != 503 || obs.errs[0] != nil ||
-		obs.sent[0] < before || obs.sent[0] > after {
-		t.Fatalf("told %v %v sent %v, want 503 between %d and %d", obs.statuses, obs.errs, obs.sent, before, after)
+		obs.sent[0] < before || obs.read[0] < obs.sent[0] || obs.read[0] > after {
+		t.Fatalf("told %v %v sent %v read %v, want 503 between %d and %d", obs.statuses, obs.errs, obs.sent, obs.read, before, after)
 	}
 }
