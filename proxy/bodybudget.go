@@ -1,6 +1,9 @@
 package proxy
 
-import "strconv"
+import (
+	"strconv"
+	"sync"
+)
 
 // The request body budget: the bytes of request bodies that calls in flight
 // hold, across the gateway, are bounded by limits.max_buffered_body_bytes.
@@ -94,4 +97,67 @@ func (c *call) reserveRenamed(body []byte) bool {
 		longest = max(longest, len(pm.json))
 	}
 	return c.reserveShare(&c.shares.renamed, max(len(body), len(c.body))+longest)
+}
+
+// A streamed answer written on a hijacked connection needs none of the
+// request body's copies once its head is decided: its call gives them back
+// then (dropBodies), with their shares of the budget, instead of holding
+// them for the stream's seconds or minutes. They go to a pool of spare
+// buffers that a call without a buffer takes from before it reads a body
+// (spareBody), not to the garbage collector: held streams make no garbage,
+// so no collection would come to free them. Only buffers up to maxHeldBody
+// are pooled; a larger one was dropped once the request was sent
+// (dropLargeBodies).
+
+// spareBuffer holds a spare body buffer in spareBodies, or none in
+// spareHolders, so that a buffer changes hands without an allocation.
+type spareBuffer struct{ b []byte }
+
+var spareBodies, spareHolders sync.Pool
+
+// putSpareBody puts b in the spare pool.
+func putSpareBody(b []byte) {
+	if cap(b) == 0 || cap(b) > maxHeldBody {
+		return
+	}
+	h, _ := spareHolders.Get().(*spareBuffer)
+	if h == nil {
+		h = new(spareBuffer)
+	}
+	h.b = b[:0]
+	spareBodies.Put(h)
+}
+
+// orSpare returns b emptied, or a spare buffer when b has none (a stream
+// took the call's: see dropBodies).
+func orSpare(b []byte) []byte {
+	if cap(b) == 0 {
+		return spareBody()
+	}
+	return b[:0]
+}
+
+// spareBody returns a spare body buffer, empty, or nil when there is none.
+func spareBody() []byte {
+	h, _ := spareBodies.Get().(*spareBuffer)
+	if h == nil {
+		return nil
+	}
+	b := h.b
+	h.b = nil
+	spareHolders.Put(h)
+	return b
+}
+
+// dropBodies gives every copy of the request body the call holds back to
+// the spare pool, and their shares to the budget; the peeked fields, which
+// point into the body, go with it. The call's bodyLen keeps the body's
+// length (see dropLargeBodies).
+func (c *call) dropBodies() {
+	c.fields.Reset()
+	putSpareBody(c.body)
+	putSpareBody(c.spliced)
+	putSpareBody(c.renamed)
+	c.body, c.spliced, c.renamed = nil, nil, nil
+	c.releaseBody()
 }

@@ -93,7 +93,7 @@ func (g *Gateway) inlineFiles(c *call) ([]byte, bool) {
 		c.fail(&Error{Status: 500, Reason: "inline_error", Message: "cannot read the file references", Cause: err})
 		return nil, false
 	}
-	out, ok := growSpliced(c, c.spliced[:0], len(src))
+	out, ok := growSpliced(c, orSpare(c.spliced), len(src))
 	if !ok {
 		return nil, false
 	}

@@ -160,7 +160,7 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 		}
 	}
 	if ask && !renamed {
-		c.renamed = parse.AppendAskingUsage(c.renamed[:0], c.body, &c.fields, nil)
+		c.renamed = parse.AppendAskingUsage(orSpare(c.renamed), c.body, &c.fields, nil)
 		body = c.renamed
 	}
 	c.traceAttempt(dep)
@@ -191,17 +191,17 @@ func (c *call) send(dep *upstream.Deployment, path string, body []byte, stream b
 func (c *call) rename(pm providerModel, path string, body []byte, ask bool) (string, []byte, error) {
 	switch {
 	case c.ep == epGenerateContent:
-		c.renamed = appendGammaPath(c.renamed[:0], c.version, pm.name)
+		c.renamed = appendGammaPath(orSpare(c.renamed), c.version, pm.name)
 		return b2s(c.renamed), body, nil
 	case ask:
-		c.renamed = parse.AppendAskingUsage(c.renamed[:0], c.body, &c.fields, pm.json)
+		c.renamed = parse.AppendAskingUsage(orSpare(c.renamed), c.body, &c.fields, pm.json)
 		return path, c.renamed, nil
 	case len(body) == 0 || c.fields.Model == nil:
 		return path, body, nil
 	case !c.inlined:
 		// The client's body, with or without its session_id: both come from one pass.
 		// Grown at once to what reserveRenamed reserved, the copy takes no more.
-		c.renamed = parse.AppendForUpstream(slices.Grow(c.renamed[:0], c.shares.renamed), c.body, &c.fields, pm.json)
+		c.renamed = parse.AppendForUpstream(slices.Grow(orSpare(c.renamed), c.shares.renamed), c.body, &c.fields, pm.json)
 		return path, c.renamed, nil
 	}
 	// Another body (alpha messages with inlined files): find its model first.
@@ -209,7 +209,7 @@ func (c *call) rename(pm providerModel, path string, body []byte, ask bool) (str
 	if err := parse.Peek(body, &f); err != nil {
 		return path, body, errRename
 	}
-	c.renamed = parse.AppendForUpstream(slices.Grow(c.renamed[:0], c.shares.renamed), body, &f, pm.json)
+	c.renamed = parse.AppendForUpstream(slices.Grow(orSpare(c.renamed), c.shares.renamed), body, &f, pm.json)
 	return path, c.renamed, nil
 }
 

@@ -255,6 +255,7 @@ func acquireHeldStream() *heldStream {
 // RequestCtx: fasthttp serves another request with it from now on.
 func (hs *heldStream) serve(conn net.Conn) {
 	hs.c.dropRequestCtx()
+	hs.c.dropBodies()
 	hs.taken = hs.cc.TakeBuffered(conn)
 	hs.cc.Detach()
 	go hs.write()

@@ -381,3 +381,33 @@ func TestHijackedStreamTraceIdentity(t *testing.T) {
 			server.Attrs["gen_ai.response.model"], m[1], m[2])
 	}
 }
+
+// A hijacked stream gives its request body's copies back once its head is
+// decided: while it is written, the gateway's request-body budget holds none
+// of them, and the next call reads its body into a buffer a stream gave
+// back. The stream's access line still counts the body it was sent.
+func TestStreamLetsGoOfItsRequestBody(t *testing.T) {
+	e := newEnv(t, nil)
+	conn := dialGateway(t, e)
+	br := bufio.NewReader(conn)
+	prompt := strings.Repeat("lighthouse ", 8<<10/11) // about 8 KiB: kept by a pooled call before
+	body := `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"` + prompt + `"}]}`
+	io.WriteString(conn, rawChat(keyA, "x-sim-first-event: 300ms\r\nx-sim-events: 5\r\nx-sim-event-delay: 2s\r\n", body))
+	var resp fasthttp.Response
+	if err := resp.Header.Read(br); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second) // an outcome awaited, not a speed
+	for hijackHandlerRuns() || e.gw.bodiesHeld.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes of request bodies held while the stream is written", e.gw.bodiesHeld.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if status, _ := e.chat(keyA); status != 200 {
+		t.Fatalf("a call beside the stream: %d", status)
+	}
+	if n := e.gw.openStreams(); n != 1 {
+		t.Fatalf("%d streams open, want the one", n)
+	}
+}

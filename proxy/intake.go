@@ -177,6 +177,7 @@ func (c *call) readBody(limit int) bool {
 	if !c.reserveUpTo(cl) {
 		return false
 	}
+	c.body = orSpare(c.body) // the call's may have gone with a stream (see dropBodies)
 	if !req.IsBodyStream() {
 		if !c.reserveUpTo(len(req.Body())) {
 			return false
@@ -351,6 +352,6 @@ func (c *call) bodyWithoutSessionID() []byte {
 		return c.body
 	}
 	// Grown at once to what peekBody reserved, the copy takes no more.
-	c.spliced = parse.AppendWithoutSessionID(slices.Grow(c.spliced[:0], len(c.body)), c.body, &c.fields)
+	c.spliced = parse.AppendWithoutSessionID(slices.Grow(orSpare(c.spliced), len(c.body)), c.body, &c.fields)
 	return c.spliced
 }
