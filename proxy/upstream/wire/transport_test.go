@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy/upstream/wire/wiretest"
 )
 
 const (
@@ -20,53 +22,22 @@ const (
 
 // pipeUpstream returns a client with the gateway's transport whose
 // connections are each answered, after a request is read whole, with the
-// next of answers (see pipeClient); a connection then stays open until the test
-// ends. dials counts the connections made.
+// next of answers (wiretest.Answers); a connection then stays open until the
+// test ends. dials counts the connections made.
 func pipeUpstream(t *testing.T, dials *int, answers ...string) *fasthttp.HostClient {
 	t.Helper()
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done) })
-	next := make(chan string, len(answers))
-	for _, a := range answers {
-		next <- a
-	}
-	return pipeClient(func() (string, bool) {
-		select {
-		case a := <-next:
-			return a, true
-		case <-done:
-			return "", false
-		}
-	}, func(c net.Conn) *deadlineConn {
+	return pipeClient(wiretest.Answers(t, answers...), func(c net.Conn) *deadlineConn {
 		*dials++
 		return &deadlineConn{Conn: c}
 	})
 }
 
 // pipeClient returns a client with the gateway's transport whose connections
-// are each a net.Pipe: wrap makes the deadlineConn over the client's end, and
-// the other end answers each request read whole with what answer returns, in
-// one write ("\x00" parts it into several), until answer returns false.
+// are each a wiretest.Pipe answering with answer: wrap makes the
+// deadlineConn over the client's end.
 func pipeClient(answer func() (string, bool), wrap func(net.Conn) *deadlineConn) *fasthttp.HostClient {
 	dial := func(string) (net.Conn, error) {
-		client, server := net.Pipe()
-		go func() {
-			defer server.Close()
-			br := bufio.NewReader(server)
-			for {
-				var req fasthttp.Request
-				if err := req.Read(br); err != nil {
-					return
-				}
-				a, ok := answer()
-				if !ok {
-					return
-				}
-				for _, part := range strings.Split(a, "\x00") {
-					io.WriteString(server, part)
-				}
-			}
-		}()
+		client := wiretest.Pipe(answer)
 		dc := wrap(client)
 		dc.local = connAddr{Addr: client.LocalAddr(), conn: dc}
 		return dc, nil

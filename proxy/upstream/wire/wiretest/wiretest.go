@@ -1,0 +1,60 @@
+// Package wiretest serves the answers of a provider over in-memory
+// connections (net.Pipe), for the tests of the wire and of the relay above
+// it: the provider's end reads each request whole and writes the answer the
+// test gives for it, byte for byte.
+package wiretest
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Answers returns the answers in turn, one a call, then waits until the test
+// ends and reports false: the connection asking stays open until then.
+func Answers(t testing.TB, answers ...string) func() (string, bool) {
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	next := make(chan string, len(answers))
+	for _, a := range answers {
+		next <- a
+	}
+	return func() (string, bool) {
+		select {
+		case a := <-next:
+			return a, true
+		case <-done:
+			return "", false
+		}
+	}
+}
+
+// Pipe returns the client's end of a new net.Pipe whose other end answers
+// each request read whole with what answer returns, in one write ("\x00"
+// parts it into several), until answer returns false or a request cannot be
+// read; it then closes.
+func Pipe(answer func() (string, bool)) net.Conn {
+	client, server := net.Pipe()
+	go func() {
+		defer server.Close()
+		br := bufio.NewReader(server)
+		for {
+			var req fasthttp.Request
+			if err := req.Read(br); err != nil {
+				return
+			}
+			a, ok := answer()
+			if !ok {
+				return
+			}
+			for _, part := range strings.Split(a, "\x00") {
+				io.WriteString(server, part)
+			}
+		}
+	}()
+	return client
+}
