@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/modelgate/gateway/bench/sim"
 	"github.com/modelgate/gateway/proxy/rawio"
 )
 
@@ -102,30 +103,11 @@ func providerUpstream(ctx *fasthttp.RequestCtx) {
 	h := &ctx.Response.Header
 	h.SetContentType("application/json")
 	h.Set("x-request-id", "req_0123456789abcdef0123456789abcdef")
-	for _, kv := range providerHeaders {
+	for _, kv := range sim.BetaHeaders() {
 		h.Add(kv[0], kv[1])
 	}
 	h.Set("cf-ray", "0123456789abcdef-SJC")
 	ctx.Response.SetBodyRaw(hotAnswer)
-}
-
-var providerHeaders = [][2]string{
-	{"access-control-expose-headers", "X-Request-ID"},
-	{"openai-organization", "user-simulated0000000000000"},
-	{"openai-processing-ms", "312"},
-	{"openai-project", "proj_simulated00000000000000"},
-	{"openai-version", "2020-10-01"},
-	{"x-envoy-upstream-service-time", "318"},
-	{"x-ratelimit-limit-requests", "10000"},
-	{"x-ratelimit-limit-tokens", "30000000"},
-	{"x-ratelimit-remaining-requests", "9999"},
-	{"x-ratelimit-remaining-tokens", "29999977"},
-	{"x-ratelimit-reset-requests", "6ms"},
-	{"x-ratelimit-reset-tokens", "0s"},
-	{"strict-transport-security", "max-age=31536000; includeSubDomains; preload"},
-	{"cf-cache-status", "DYNAMIC"},
-	{"x-content-type-options", "nosniff"},
-	{"alt-svc", `h3=":443"; ma=86400`},
 }
 
 // servedChat sends servedBody with openai-go's headers to path on addr from

@@ -140,6 +140,12 @@ func (s *Server) startAnswer(ctx *fasthttp.RequestCtx, fam family) {
 	h.AddBytesV("cf-ray", append(ray, "-SJC"...))
 }
 
+// BetaHeaders returns the headers the simulated OpenAI sends with every
+// answer besides its request id, framing, Date, Server and cf-ray (see
+// providerHeaders), for benchmarks that answer as it does without it. The
+// slice is shared: read only.
+func BetaHeaders() [][2]string { return providerHeaders[famBeta] }
+
 // providerHeaders are the headers, besides the request id, framing, Date and
 // Server, that each family's provider sends with every answer (read from
 // their answers in 2025: OpenAI's organisation, version, processing time and
