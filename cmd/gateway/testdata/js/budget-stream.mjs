@@ -9,24 +9,14 @@
 //            client keeps its default retries: the test counts the calls).
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { streamChoices } from './stream-choices.mjs';
 
 const base = process.env.GATEWAY_URL + '/v1/router/beta/v1';
 const model = process.env.GATEWAY_CHAT_MODEL;
 const budgeted = process.env.GATEWAY_BUDGET_KEY;
 
 async function chunks(key) {
-  const client = new OpenAI({ baseURL: base, apiKey: key, maxRetries: 0 });
-  const stream = await client.chat.completions.create({
-    model, stream: true, messages: [{ role: 'user', content: 'hello' }],
-  }, { headers: { 'x-sim-events': '6' } });
-  const seen = [];
-  for await (const chunk of stream) {
-    assert.ok(!('usage' in chunk), `a chunk with usage: ${JSON.stringify(chunk)}`);
-    assert.ok(chunk.choices.length > 0, `a chunk without choices: ${JSON.stringify(chunk)}`);
-    const c = chunk.choices[0];
-    seen.push({ delta: c.delta, finish_reason: c.finish_reason });
-  }
-  return seen;
+  return (await streamChoices(key)).map((c) => ({ delta: c.delta, finish_reason: c.finish_reason }));
 }
 
 switch (process.env.GATEWAY_STEP) {

@@ -3,23 +3,10 @@
 // limits: the SDK must see the same chunks, none with usage. Run by
 // cmd/gateway's TestJSSDKLimitedStream (not by TestJSSDKs: it needs two keys).
 import assert from 'node:assert/strict';
-import OpenAI from 'openai';
-
-const base = process.env.GATEWAY_URL;
-const model = process.env.GATEWAY_CHAT_MODEL;
+import { streamChoices } from './stream-choices.mjs';
 
 async function chunks(key) {
-  const client = new OpenAI({ baseURL: base + '/v1/router/beta/v1', apiKey: key, maxRetries: 0 });
-  const stream = await client.chat.completions.create({
-    model, stream: true, messages: [{ role: 'user', content: 'hello' }],
-  }, { headers: { 'x-sim-events': '6' } });
-  const seen = [];
-  for await (const chunk of stream) {
-    assert.ok(!('usage' in chunk), `a chunk with usage: ${JSON.stringify(chunk)}`);
-    assert.ok(chunk.choices.length > 0, `a chunk without choices: ${JSON.stringify(chunk)}`);
-    seen.push(chunk.choices[0].delta?.content ?? '');
-  }
-  return seen;
+  return (await streamChoices(key)).map((c) => c.delta?.content ?? '');
 }
 
 const limited = await chunks(process.env.GATEWAY_LIMITED_KEY);
