@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/upstream/wire/wiretest"
 )
 
 // sseAnswer is an SSE answer of n events of about 1 KiB, each in a chunk of
 // its own, and the events alone.
 func sseAnswer(n int) (answer, events string) {
 	var a, e strings.Builder
-	a.WriteString(sseHead)
+	a.WriteString(wiretest.SSEHead)
 	for i := range n {
 		ev := "data: " + strings.Repeat(string(rune('a'+i%26)), 1000) + "\n\n"
 		e.WriteString(ev)

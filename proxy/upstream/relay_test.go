@@ -11,11 +11,6 @@ import (
 	"github.com/modelgate/gateway/proxy/upstream/wire/wiretest"
 )
 
-const (
-	sseHead   = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-	sseChunks = "9\r\ndata: a\n\n\r\n9;x=1\r\ndata: b\n\n\r\n0\r\nX-T: 1\r\n\r\n"
-)
-
 // pipeUpstream returns a deployment's client whose connections are each
 // answered, after a request is read whole, with the next of answers
 // (wiretest.Answers); a connection then stays open until the test ends.
@@ -73,7 +68,7 @@ func ownsBody(r *Relay) bool {
 // holds it whole.
 func TestAnswerBodyReady(t *testing.T) {
 	var dials int
-	client := pipeUpstream(t, &dials, sseHead+sseChunks)
+	client := pipeUpstream(t, &dials, wiretest.SSEHead+wiretest.SSEChunks)
 	var r Relay
 	if err := send(t, client, &r, true); err != nil {
 		t.Fatal(err)

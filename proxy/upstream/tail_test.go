@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/modelgate/gateway/proxy/upstream/wire/wiretest"
 )
 
 // tailLog records, in order, what a relay asks of the client's connection:
@@ -44,7 +46,7 @@ func TestRelayHoldsTheTail(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var dials int
-			client := pipeUpstream(t, &dials, sseHead+chunk(first)+chunk(last)+tc.end)
+			client := pipeUpstream(t, &dials, wiretest.SSEHead+chunk(first)+chunk(last)+tc.end)
 			var r Relay
 			if err := send(t, client, &r, true); err != nil {
 				t.Fatal(err)
@@ -74,7 +76,7 @@ func (w *countWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p
 func TestRelayBigEventKeepsNoBuffer(t *testing.T) {
 	event := "event: response.created\ndata: " + strings.Repeat("i", 36<<20) + "\n\n"
 	var dials int
-	client := pipeUpstream(t, &dials, sseHead+chunk(event)+"0\r\n\r\n")
+	client := pipeUpstream(t, &dials, wiretest.SSEHead+chunk(event)+"0\r\n\r\n")
 	var r Relay
 	if err := send(t, client, &r, true); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/upstream/wire/wiretest"
 )
 
 // TestRelayCountsStreamedText relays the simulator's golden stream of each
@@ -32,7 +33,7 @@ func TestRelayCountsStreamedText(t *testing.T) {
 		}
 		var dials int
 		half := len(sse)/2 + bytes.Index(sse[len(sse)/2:], []byte("\n\n")) + 2 // two chunks, split between events
-		client := pipeUpstream(t, &dials, sseHead+chunk(string(sse[:half]))+chunk(string(sse[half:]))+"0\r\n\r\n")
+		client := pipeUpstream(t, &dials, wiretest.SSEHead+chunk(string(sse[:half]))+chunk(string(sse[half:]))+"0\r\n\r\n")
 		var r Relay
 		r.CountUsage()
 		if err := send(t, client, &r, true); err != nil {

@@ -15,11 +15,6 @@ import (
 	"github.com/modelgate/gateway/proxy/upstream/wire/wiretest"
 )
 
-const (
-	sseHead   = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-	sseChunks = "9\r\ndata: a\n\n\r\n9;x=1\r\ndata: b\n\n\r\n0\r\nX-T: 1\r\n\r\n"
-)
-
 // pipeUpstream returns a client with the gateway's transport whose
 // connections are each answered, after a request is read whole, with the
 // next of answers (wiretest.Answers); a connection then stays open until the
@@ -67,7 +62,7 @@ func TestAnswerBodyConnectionReuse(t *testing.T) {
 	var dials int
 	body := "data: a\n\n"
 	cl := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	client := pipeUpstream(t, &dials, sseHead+sseChunks, cl, cl, cl, cl)
+	client := pipeUpstream(t, &dials, wiretest.SSEHead+wiretest.SSEChunks, cl, cl, cl, cl)
 	want := []string{"data: a\n\ndata: b\n\n", body, body}
 	for i, stream := range []bool{true, true, false} {
 		var resp fasthttp.Response
@@ -143,7 +138,7 @@ func TestEventStreamReaderShrinks(t *testing.T) {
 	longChunks := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(long), long)
 	body := "data: a\n\n"
 	cl := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	client := pipeUpstream(t, &dials, sseHead+sseChunks, sseHead+longChunks, cl)
+	client := pipeUpstream(t, &dials, wiretest.SSEHead+wiretest.SSEChunks, wiretest.SSEHead+longChunks, cl)
 	for i, c := range []struct {
 		want string
 		size int
@@ -181,7 +176,7 @@ func TestEventStreamHeadAlone(t *testing.T) {
 		if err := req.Read(bufio.NewReader(server)); err != nil {
 			return
 		}
-		io.WriteString(server, sseHead)
+		io.WriteString(server, wiretest.SSEHead)
 		for e := range events {
 			io.WriteString(server, e)
 		}

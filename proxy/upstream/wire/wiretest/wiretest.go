@@ -14,6 +14,13 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// SSEHead and SSEChunks are an event stream's answer in two parts: its head,
+// then two events in chunks (the second with an extension) and a trailer.
+const (
+	SSEHead   = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+	SSEChunks = "9\r\ndata: a\n\n\r\n9;x=1\r\ndata: b\n\n\r\n0\r\nX-T: 1\r\n\r\n"
+)
+
 // Answers returns the answers in turn, one a call, then waits until the test
 // ends and reports false: the connection asking stays open until then.
 func Answers(t testing.TB, answers ...string) func() (string, bool) {
