@@ -43,12 +43,7 @@ func TestPutOnClosedKeptAliveConnection(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 
-	o := S3Options{Endpoint: srv.URL, Bucket: "bucket", Region: "us-east-1", PathStyle: true, AccessKey: "k", SecretKey: "s"}
-	o.EnsureDefaults()
-	objs, err := newObjects(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := fakeS3Objects(t, srv.URL)
 	for i, want := range []string{"first", "second", "third"} {
 		if err := objs.put("obj", bytes.NewReader([]byte(want)), int64(len(want))); err != nil {
 			t.Fatalf("put %d: %v", i, err)
@@ -100,12 +95,7 @@ func TestS3UnparsedRequestAskedOnceMore(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	o := S3Options{Endpoint: srv.URL, Bucket: "bucket", Region: "us-east-1", PathStyle: true, AccessKey: "k", SecretKey: "s"}
-	o.EnsureDefaults()
-	objs, err := newObjects(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := fakeS3Objects(t, srv.URL)
 	try := func(method, code string, refusals int) error {
 		mu.Lock()
 		refuse[method+" "+code], seen[method] = refusals, 0
@@ -130,4 +120,17 @@ func TestS3UnparsedRequestAskedOnceMore(t *testing.T) {
 			t.Fatalf("%s refused as InvalidArgument: %v after %d requests, want the failure after 1", m, err, seen[m])
 		}
 	}
+}
+
+// fakeS3Objects returns the objects of a bucket at url, an S3 service a test
+// fakes, with path-style addresses and throwaway credentials.
+func fakeS3Objects(t *testing.T, url string) *objects {
+	t.Helper()
+	o := S3Options{Endpoint: url, Bucket: "bucket", Region: "us-east-1", PathStyle: true, AccessKey: "k", SecretKey: "s"}
+	o.EnsureDefaults()
+	objs, err := newObjects(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }
