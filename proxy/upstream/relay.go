@@ -224,12 +224,7 @@ func (r *Relay) beginStatus(out *fasthttp.Response) int {
 // stream the two that Stream sets; for those, the lines take Stream's value
 // where Set would have replaced the upstream's (see setStreamHeaders).
 func (r *Relay) BeginLines(out *fasthttp.Response, lines, markName, markValue []byte) (status int, _ []byte, ok bool) {
-	hopByHop := false
-	r.eachAnswerHeader(func(name, value []byte) bool {
-		hopByHop = isConnection(name) && ConnectionOptions(value)
-		return !hopByHop
-	})
-	if hopByHop {
+	if r.namesHopByHop() {
 		return r.Begin(out), lines, false
 	}
 	var set *streamHeaders // an SSE stream's: see setStreamHeaders
@@ -384,6 +379,22 @@ func addAnswerHeader(out *fasthttp.Response, name, value []byte) bool {
 		return false
 	}
 	return isConnection(name) && ConnectionOptions(value)
+}
+
+// namesHopByHop reports whether one of the answer's Connection headers names
+// other headers (see ConnectionOptions). A head the transport read has at most
+// one Connection header, and knows where it is.
+func (r *Relay) namesHopByHop() bool {
+	if r.head.Read() {
+		v, ok := r.head.Connection()
+		return ok && ConnectionOptions(v)
+	}
+	hopByHop := false
+	r.eachAnswerHeader(func(name, value []byte) bool {
+		hopByHop = isConnection(name) && ConnectionOptions(value)
+		return !hopByHop
+	})
+	return hopByHop
 }
 
 // eachAnswerHeader calls f with each of the answer's headers, as the

@@ -33,6 +33,7 @@ func (h *Head) Read() bool { return h.headLines != nil }
 type headLines struct {
 	lines []byte     // the header lines, the status line and the blank line left out
 	at    []headerAt // where each header's name and value lie in lines
+	conn  int        // 1 + the index in at of the Connection header, 0 for none
 }
 
 // headLinesPool holds the lines of the heads not being relayed: a relay
@@ -47,7 +48,7 @@ type headerAt struct{ name, colon, value, end uint32 }
 // Reset forgets the head and gives its lines back to the pool.
 func (h *Head) Reset() {
 	if h.headLines != nil {
-		h.lines, h.at = h.lines[:0], h.at[:0]
+		h.lines, h.at, h.conn = h.lines[:0], h.at[:0], 0
 		headLinesPool.Put(h.headLines)
 		h.headLines = nil
 	}
@@ -65,6 +66,17 @@ func (h *Head) Len() int {
 func (h *Head) Header(i int) (name, value []byte) {
 	a := h.at[i]
 	return h.lines[a.name:a.colon], h.lines[a.value:a.end]
+}
+
+// Connection returns the value of the head's Connection header, which a
+// head read has at most one of; ok is false when it has none. The relay
+// looks for the headers it names without a pass over the others.
+func (h *Head) Connection() (value []byte, ok bool) {
+	if h.headLines == nil || h.conn == 0 {
+		return nil, false
+	}
+	a := h.at[h.conn-1]
+	return h.lines[a.value:a.end], true
 }
 
 // Plain reports whether the i-th header's line is written as fasthttp
@@ -185,15 +197,19 @@ type answerFraming struct {
 // line; false when they are not plain or not all in buf: fasthttp's parser
 // must read them.
 func (f *answerFraming) scan(buf []byte, start int, h *Head) (int, bool) {
-	h.at = h.at[:0]
+	h.at, h.conn = h.at[:0], 0
 	off := start
 	for {
 		if off+1 < len(buf) && buf[off] == '\r' && buf[off+1] == '\n' {
 			break
 		}
 		a, next, ok := headerLine(buf, off)
+		conns := f.connections
 		if !ok || !f.special(buf[a.name:a.colon], buf[a.value:a.end]) {
 			return 0, false
+		}
+		if f.connections != conns {
+			h.conn = len(h.at) + 1
 		}
 		a.name, a.colon, a.value, a.end = a.name-uint32(start), a.colon-uint32(start), a.value-uint32(start), a.end-uint32(start)
 		h.at = append(h.at, a)
