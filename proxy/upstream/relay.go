@@ -253,9 +253,9 @@ func (r *Relay) BeginLines(out *fasthttp.Response, lines, markName, markValue []
 // (set not nil), the first header of each name Stream sets takes Stream's
 // value, as Set would give it, and set notes it.
 func appendLine(lines, name, value []byte, out *fasthttp.Response, set *streamHeaders) []byte {
-	switch {
-	case strippedResponseHeader(name):
-	case writtenApart(name):
+	switch answerHeaderKind(name) {
+	case strippedHeader:
+	case apartHeader:
 		out.Header.AddBytesKV(name, value)
 	default:
 		lines = append(lines, name...)
@@ -278,7 +278,7 @@ func appendHeadLines(lines []byte, h *wire.Head, out *fasthttp.Response, set *st
 	run := -1 // the first header of the lines taken as they are, when they are
 	for i := range h.Len() {
 		name, value := h.Header(i)
-		if h.Plain(i) && !strippedResponseHeader(name) && !writtenApart(name) && (set == nil || !set.named(name)) {
+		if h.Plain(i) && answerHeaderKind(name) == copiedHeader && (set == nil || !set.named(name)) {
 			if run < 0 {
 				run = i
 			}
@@ -353,22 +353,6 @@ func (r *Relay) setStreamHeaders(out *fasthttp.Response) {
 	if !r.linesSet.accel {
 		out.Header.Set(streamAccel, streamValue(streamAccel))
 	}
-}
-
-// writtenApart reports whether fasthttp keeps a response header named name
-// apart from the others (ResponseHeader.setSpecialHeader): those it writes in
-// places of their own, or not at all. Of these, an answer's stripped headers
-// never reach out; the rest are named here.
-func writtenApart(name []byte) bool {
-	switch len(name) {
-	case len("Content-Type"):
-		return strings.EqualFold(b2s(name), "Content-Type")
-	case len("Content-Encoding"):
-		return strings.EqualFold(b2s(name), "Content-Encoding")
-	case len("Set-Cookie"):
-		return strings.EqualFold(b2s(name), "Set-Cookie")
-	}
-	return false
 }
 
 // addAnswerHeader adds an answer's header to out unless it is stripped, and
@@ -498,24 +482,52 @@ var strippedResponseHeaders = [...]string{
 	"Server", "Date", "X-Request-Id", "Request-Id", "Content-Length", "Alt-Svc",
 }
 
-// strippedResponseByLen lists strippedResponseHeaders by their length: most
-// of a provider's headers are longer than any of them, and are passed by one
-// look.
-var strippedResponseByLen = func() (t [len("Transfer-Encoding") + 1][]string) {
-	for _, h := range strippedResponseHeaders {
-		t[len(h)] = append(t[len(h)], h)
+// What the relay does with an answer's header: copy it to the client's
+// response, strip it (strippedResponseHeaders), or add it to the response's
+// header, which fasthttp writes apart (writtenApartHeaders).
+type headerKind uint8
+
+const (
+	copiedHeader headerKind = iota
+	strippedHeader
+	apartHeader
+)
+
+// writtenApartHeaders are the response headers fasthttp keeps apart from the
+// others (ResponseHeader.setSpecialHeader), writing them in places of their
+// own, that an answer's stripped headers do not already cover.
+var writtenApartHeaders = [...]string{"Content-Type", "Content-Encoding", "Set-Cookie"}
+
+// headerKindsByLen lists strippedResponseHeaders and writtenApartHeaders by
+// their length, with their kind: most of a provider's headers are longer
+// than any of them, and are copied after one look.
+var headerKindsByLen = func() (t [len("Transfer-Encoding") + 1][]namedKind) {
+	add := func(names []string, kind headerKind) {
+		for _, h := range names {
+			t[len(h)] = append(t[len(h)], namedKind{h, kind})
+		}
 	}
+	add(strippedResponseHeaders[:], strippedHeader)
+	add(writtenApartHeaders[:], apartHeader)
 	return t
 }()
 
-func strippedResponseHeader(name []byte) bool {
-	if len(name) >= len(strippedResponseByLen) {
-		return false
+type namedKind struct {
+	name string
+	kind headerKind
+}
+
+// answerHeaderKind returns what the relay does with the answer's header name.
+func answerHeaderKind(name []byte) headerKind {
+	if len(name) >= len(headerKindsByLen) {
+		return copiedHeader
 	}
-	for _, s := range strippedResponseByLen[len(name)] {
-		if strings.EqualFold(s, b2s(name)) {
-			return true
+	for _, k := range headerKindsByLen[len(name)] {
+		if strings.EqualFold(k.name, b2s(name)) {
+			return k.kind
 		}
 	}
-	return false
+	return copiedHeader
 }
+
+func strippedResponseHeader(name []byte) bool { return answerHeaderKind(name) == strippedHeader }
