@@ -85,8 +85,8 @@ func pairRounds(a, b *report.Target) []roundPair {
 	return pairs
 }
 
-// vsRelay finds the gateway's and the relay's rows and rounds on sc; why
-// says what is missing when ok is false.
+// vsRelay finds the gateway's and the relay's rows on sc and pairs their
+// rounds; why, when not "", is the verdict of a goal it cannot judge.
 func vsRelay(run *report.Run, idx rowIndex, sc string) (g, rl *report.Row, pairs []roundPair, why string) {
 	g, rl = idx.get(sc, gatewayTarget), idx.get(sc, relayTarget)
 	switch {
