@@ -63,6 +63,10 @@ type Round struct {
 	Result load.Result `json:"result"`
 	// Usage is what the target's processes consumed during the round, if sampled.
 	Usage *load.Usage `json:"usage,omitempty"`
+	// Number is the round's place in the scenario, from 1: the rounds of
+	// the targets with the same number ran in turn. 0 in results written
+	// before it was kept.
+	Number int `json:"number,omitempty"`
 }
 
 func (r *Run) direct() string {

@@ -8,6 +8,10 @@
 //	go run ./bench/cmd/bench                             # make bench-full
 //	go run ./bench/cmd/bench -scenarios chat,chat-stream -rounds 5 -duration 10s
 //
+// The README it writes judges the run against the goals of issues 6
+// (goals.go) and 41 (goals41.go), as ratios within the run; how issue 41's
+// are judged is in docs/performance.md.
+//
 // Every process it starts is stopped when it ends, also on error or Ctrl-C.
 package main
 

@@ -143,6 +143,7 @@ func writeResults(dir string, run *report.Run, scs []scenario.Scenario) error {
 	b.WriteString(head)
 	b.WriteString("\n")
 	writeGoals(&b, run, scs)
+	writeGoals41(&b, run)
 	writeScenarios(&b, scs)
 	b.WriteString(reproduce)
 	if plots != "" {

@@ -199,7 +199,7 @@ func (r *runner) round(ctx context.Context, sc *scenario.Scenario, p prepared, r
 		}
 		return
 	}
-	rd := report.Round{Result: res}
+	rd := report.Round{Result: res, Number: round + 1}
 	if s != nil {
 		if u, err := s.Stop(); err == nil {
 			rd.Usage = &u
