@@ -28,9 +28,10 @@ type pacedBurst struct {
 	up      []net.Conn // the upstream's side of each stream's upstream connection
 	clients []net.Conn
 	brs     []*bufio.Reader
-	chunk   []byte // a frame as the upstream sends it, chunked
-	want    []byte // the same frame as the client gets it, chunked
-	got     []byte
+	// chunk is a frame as the upstream sends it, and as the client gets it
+	// (the gateway relays each read's events as one chunk).
+	chunk []byte
+	got   []byte
 }
 
 // newPacedBurst opens n streams, one after another, each to its head; the
@@ -42,7 +43,6 @@ func newPacedBurst(tb testing.TB, n int) *pacedBurst {
 		chunk: fmt.Appendf(nil, "%x\r\n%s\r\n", len(pacedFrame), pacedFrame),
 		got:   make([]byte, 0, 512),
 	}
-	s.want = s.chunk
 	var mu sync.Mutex
 	opened := make(chan net.Conn)
 	ended := make(chan struct{})
@@ -53,7 +53,11 @@ func newPacedBurst(tb testing.TB, n int) *pacedBurst {
 		}
 		c.SetDeadline(time.Time{})
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-		opened <- c
+		select {
+		case opened <- c:
+		case <-ended: // the benchmark failed before it took the stream
+			return
+		}
 		<-ended
 		mu.Lock() // the last bursts' writes are done
 		defer mu.Unlock()
@@ -132,12 +136,12 @@ func (s *pacedBurst) send(i int) error {
 
 // receive reads the frame at stream i's client: one chunk, the frame.
 func (s *pacedBurst) receive(i int) error {
-	s.got = s.got[:len(s.want)]
+	s.got = s.got[:len(s.chunk)]
 	if _, err := io.ReadFull(s.brs[i], s.got); err != nil {
 		return err
 	}
-	if !bytes.Equal(s.got, s.want) {
-		return fmt.Errorf("stream %d: got %q, want %q", i, s.got, s.want)
+	if !bytes.Equal(s.got, s.chunk) {
+		return fmt.Errorf("stream %d: got %q, want %q", i, s.got, s.chunk)
 	}
 	return nil
 }
