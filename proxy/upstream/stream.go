@@ -107,11 +107,12 @@ func IsTimeout(err error) bool {
 // answers).
 var relayBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// ssePeekSize is the read an idle SSE relay waits in. A stream spends most of
-// its life blocked in a read, and whatever buffer that read is given is held
-// per open stream: fasthttp's own chunked loop would hold a pooled 4 KiB one.
-// So the relay waits with this small array of the call's, and takes a pooled
-// buffer only while an event is coming in.
+// ssePeekSize is the read an idle SSE relay waits in when the upstream body
+// cannot wait by itself (see awaiter). A stream spends most of its life
+// blocked in a read, and whatever buffer that read is given is held per open
+// stream: fasthttp's own chunked loop would hold a pooled 4 KiB one. So the
+// relay waits with this small array of the call's, and takes a pooled buffer
+// only while an event is coming in.
 const ssePeekSize = 96
 
 // SupportsBodyWriteTo tells whether the body should be relayed with WriteTo:
@@ -152,8 +153,8 @@ func (r *Relay) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
-// writeEventsTo relays an SSE body. Each round waits for data in a small
-// read, then goes on into a pooled buffer while the event is unfinished or
+// writeEventsTo relays an SSE body. Each round waits for data without a
+// buffer (the upstream body's own wait, else a small read), then goes on into a pooled buffer while the event is unfinished or
 // the next upstream chunk is already buffered (see peeker), and writes
 // what it gathered as one chunk, which fasthttp's chunk writer sends at once.
 // So a burst of events leaves in one write, an idle stream holds no buffer,
@@ -174,16 +175,34 @@ func (r *Relay) writeEventsTo(w io.Writer) (int64, error) {
 	}
 }
 
-// relayEvents relays one round of writeEventsTo: the wait in the small read,
-// then what can be gathered after it, written as one chunk.
+// relayEvents relays one round of writeEventsTo: the wait, then what can
+// be gathered after it, written as one chunk. The wait is the upstream
+// body's own when it has one (see awaiter), else a read into the small
+// array.
 func (r *Relay) relayEvents(w io.Writer) (int64, error) {
-	n, err := r.Read(r.ssePeek[:])
-	if n == 0 {
+	var bp *[]byte
+	var buf []byte
+	var err error
+	if r.awaitBody() {
+		bp = relayBufPool.Get().(*[]byte)
+		var n int
+		n, err = r.Read((*bp)[:cap(*bp)])
+		buf = (*bp)[:n]
+	} else {
+		var n int
+		n, err = r.Read(r.ssePeek[:])
+		if n > 0 {
+			bp = relayBufPool.Get().(*[]byte)
+			buf = append((*bp)[:0], r.ssePeek[:n]...)
+		}
+	}
+	if len(buf) == 0 {
+		if bp != nil {
+			relayBufPool.Put(bp)
+		}
 		return 0, err
 	}
-	bp := relayBufPool.Get().(*[]byte)
 	defer relayBufPool.Put(bp)
-	buf := append((*bp)[:0], r.ssePeek[:n]...)
 	var written int64
 	for err == nil && len(buf) < cap(buf) {
 		if !r.upstreamReady() {
@@ -237,6 +256,23 @@ func (r *Relay) writeFinishedEvents(w io.Writer, buf *[]byte) (int, error) {
 	}
 	*buf = (*buf)[:copy(*buf, (*buf)[end:])]
 	return m, nil
+}
+
+// awaiter is a streamed body that can wait for its next bytes without a
+// buffer of the caller's (see the wire's answerBody.Await).
+type awaiter interface {
+	Await() bool
+}
+
+// awaitBody waits until the next read of the upstream body returns at
+// once, and reports whether it could wait so; the relay's own state
+// (broken, a read-ahead) is read without waiting.
+func (r *Relay) awaitBody() bool {
+	if r.broken || r.ahead.on {
+		return false
+	}
+	a, ok := r.stream.(awaiter)
+	return ok && a.Await()
 }
 
 // peeker is a streamed body that can tell what its next read would wait for

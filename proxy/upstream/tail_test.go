@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelgate/gateway/proxy/family"
 	"github.com/modelgate/gateway/proxy/upstream/wire/wiretest"
 )
 
@@ -97,5 +98,39 @@ func TestRelayBigEventKeepsNoBuffer(t *testing.T) {
 		if cap(*bp) > 32<<10 {
 			t.Fatalf("a pooled relay buffer of %d bytes", cap(*bp))
 		}
+	}
+}
+
+// tapLog records the chunks a relay's tap sees.
+type tapLog []string
+
+func (l *tapLog) Chunk(p []byte) { *l = append(*l, string(p)) }
+
+// An SSE relay waits for the next event in the upstream body's own reader,
+// then reads what came in one read: each event of a chunk is scanned (and
+// seen by the tap) once, whole, not first in part through a small array.
+func TestRelayReadsAnEventWhole(t *testing.T) {
+	event := "data: " + strings.Repeat("x", 2*ssePeekSize) + "\n\n"
+	final := "data: [DONE]\n\n"
+	var dials int
+	client := pipeUpstream(t, &dials, wiretest.SSEHead+chunk(event)+chunk(final)+"0\r\n\r\n")
+	var r Relay
+	if err := send(t, client, &r, true); err != nil {
+		t.Fatal(err)
+	}
+	streamed(&r)
+	r.fam = family.Beta // [DONE] ends it
+	defer r.Close()
+	var seen tapLog
+	r.tap = &seen
+	var w countWriter
+	if _, err := r.WriteTo(&w); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{event, final}; strings.Join(seen, "|") != strings.Join(want, "|") {
+		t.Fatalf("the relay read %q, want %q", seen, want)
+	}
+	if w.n != len(event)+len(final) {
+		t.Fatalf("relayed %d bytes, want %d", w.n, len(event)+len(final))
 	}
 }

@@ -29,9 +29,12 @@ type answerBody[C conn] struct {
 	small bool
 	src   carry
 	// length is fasthttp's: >= 0 known, -1 chunked, -2 up to the close.
-	length    int
-	left      int64 // of the known length, or of the chunk being read
-	done      bool  // read to its end
+	length int
+	left   int64 // of the known length, or of the chunk being read
+	done   bool  // read to its end
+	// awaitErr is the error the wait of Await met, which the next read
+	// returns.
+	awaitErr  error
 	closeConn bool
 	// cancel, when not nil, has the connection attached until the body
 	// lets it go (see Cancel).
@@ -80,6 +83,10 @@ func (b *answerBody[C]) Read(p []byte) (int, error) {
 // its data; the read that ends a chunk's data also reads its CRLF.
 func (b *answerBody[C]) readChunked(p []byte) (int, error) {
 	if b.left == 0 {
+		if err := b.awaitErr; err != nil {
+			b.awaitErr = nil
+			return 0, err
+		}
 		size, err := ReadChunkSize(b.br)
 		if err != nil {
 			return 0, err
@@ -102,6 +109,24 @@ func (b *answerBody[C]) readChunked(p []byte) (int, error) {
 		err = ReadCRLF(b.br)
 	}
 	return n, err
+}
+
+// Await waits until the next Read returns without waiting for the network,
+// with what the connection brought or the error its read met, and reports
+// whether it could: only a chunked body, between its chunks, waits so (in
+// the size line's read, into the body's own reader). The caller of an
+// event stream then needs no buffer of its own while the stream idles, and
+// reads what came in one Read.
+func (b *answerBody[C]) Await() bool {
+	if b.done || b.length != -1 || b.left != 0 {
+		return false
+	}
+	if b.awaitErr == nil && b.br.Buffered() == 0 {
+		if _, err := b.br.Peek(1); err != nil {
+			b.awaitErr = chunkErr(err) // as ReadChunkSize's
+		}
+	}
+	return true
 }
 
 // sseReaderSize is the buffer an event stream's body is read through once its
@@ -230,7 +255,7 @@ func (b *answerBody[C]) Close() error {
 		b.t.close(b.hc, b.cc)
 	}
 	var zero C
-	b.hc, b.cc, b.br, b.resp, b.cancel = nil, zero, nil, nil, nil
+	b.hc, b.cc, b.br, b.resp, b.cancel, b.awaitErr = nil, zero, nil, nil, nil, nil
 	b.shared, b.isCut = false, false
 	b.t.bodies.Put(b)
 	return nil
