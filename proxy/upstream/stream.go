@@ -154,8 +154,9 @@ func (r *Relay) WriteTo(w io.Writer) (int64, error) {
 }
 
 // writeEventsTo relays an SSE body. Each round waits for data without a
-// buffer (the upstream body's own wait, else a small read), then goes on into a pooled buffer while the event is unfinished or
-// the next upstream chunk is already buffered (see peeker), and writes
+// buffer (the upstream body's own wait, else a small read), then goes on
+// into a pooled buffer while the event is unfinished or the next upstream
+// chunk is already buffered (see peeker), and writes
 // what it gathered as one chunk, which fasthttp's chunk writer sends at once.
 // So a burst of events leaves in one write, an idle stream holds no buffer,
 // and no finished event waits for the network: only the bytes of an
