@@ -14,20 +14,7 @@ import (
 // of a few KiB, not the 8 KiB Go's TCP dial needs (16 KiB under a call's
 // way from the worker).
 func TestDialLeavesTheCallersStack(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
+	ln := acceptEach(t, func(c net.Conn) { c.Close() })
 	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // no collection shrinks a stack meanwhile
 	d := &dialer{connect: 10 * time.Second}
 	const n = 64

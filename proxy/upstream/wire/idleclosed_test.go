@@ -27,22 +27,11 @@ type idleUpstream struct {
 
 func newIdleUpstream(t testing.TB) *idleUpstream {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &idleUpstream{ln: ln, conns: make(chan net.Conn, 8)}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u.conns <- c
-			go u.serve(c)
-		}
-	}()
+	u := &idleUpstream{conns: make(chan net.Conn, 8)}
+	u.ln = acceptEach(t, func(c net.Conn) {
+		u.conns <- c
+		go u.serve(c)
+	})
 	return u
 }
 
