@@ -79,8 +79,9 @@ var floorEngines = []struct{ name, env string }{
 	{"fasthttp-relay", "FLOOR_ENGINE=fasthttp"},
 }
 
-// floorScenarios are the scenarios the floors relay: beta chat calls.
-var floorScenarios = []string{"chat", "chat-1conn", "chat-stream"}
+// floorScenarios are the scenarios the floors relay: beta chat calls and
+// alpha's streamed messages.
+var floorScenarios = []string{"chat", "chat-1conn", "chat-stream", "messages-stream"}
 
 // redisPort is the first port of the bench's Redis Cluster (6 nodes from it).
 const redisPort = 7191

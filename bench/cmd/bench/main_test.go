@@ -133,7 +133,7 @@ func TestWriteResults(t *testing.T) {
 	}
 }
 
-// The floor relays are measured on the beta chat scenarios alone, the gateway
+// The floor relays are measured on the chat scenarios and messages-stream alone, the gateway
 // on the redis engine on the stateful ones alone, the rest everywhere.
 func TestTargetMeasures(t *testing.T) {
 	scs := scenario.All(scenario.Params{})
@@ -148,8 +148,8 @@ func TestTargetMeasures(t *testing.T) {
 			}
 		}
 	}
-	for name, want := range map[string]string{"go-relay": "chat,chat-1conn,chat-stream",
-		"fasthttp-relay": "chat,chat-1conn,chat-stream,llm-streams"} {
+	for name, want := range map[string]string{"go-relay": "chat,chat-1conn,chat-stream,messages-stream",
+		"fasthttp-relay": "chat,chat-1conn,chat-stream,messages-stream,llm-streams"} {
 		if got := strings.Join(measured[name], ","); got != want {
 			t.Fatalf("%s measured on %s, want %s", name, got, want)
 		}
@@ -181,9 +181,10 @@ func TestTargetMeasures(t *testing.T) {
 	}
 }
 
-// A full run's floor relays start, relay the beta chat scenarios without an
-// error, and are measured on nothing else; fasthttp's relays the paced
-// streams, as the gateway does, every stream complete.
+// A full run's floor relays start, relay the chat scenarios and alpha's
+// streamed messages without an error, and are measured on nothing else;
+// fasthttp's relays the paced streams, as the gateway does, every stream
+// complete.
 func TestFloorsRelay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the gateway, the simulators and the floor relays")
@@ -215,9 +216,6 @@ func TestFloorsRelay(t *testing.T) {
 			if tg.Name != "go-relay" && tg.Name != "fasthttp-relay" {
 				continue
 			}
-			if sc.Name == "messages-stream" {
-				t.Fatalf("%s measured on messages-stream", tg.Name)
-			}
 			if tg.Skipped != "" || len(tg.Rounds) != 1 {
 				t.Fatalf("%s on %s: skipped %q, %d rounds; log:\n%s", tg.Name, sc.Name, tg.Skipped, len(tg.Rounds), log.String())
 			}
@@ -228,7 +226,7 @@ func TestFloorsRelay(t *testing.T) {
 			seen[tg.Name+" "+sc.Name] = true
 		}
 	}
-	if len(seen) != 4 {
+	if len(seen) != 6 {
 		t.Fatalf("measured: %v; log:\n%s", seen, log.String())
 	}
 }

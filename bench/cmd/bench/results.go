@@ -65,7 +65,7 @@ func (r *runner) notes() []string {
 		"only at its next frame, so direct holds its streams at the second simulator process (a copy of the first), "+
 		"leaving the first, behind the proxies, room under the open-files limit.")
 	if len(r.d.floors) > 0 {
-		notes = append(notes, "go-relay and fasthttp-relay (bench/cmd/floor, in the gateway's place, on the beta chat scenarios: "+
+		notes = append(notes, "go-relay and fasthttp-relay (bench/cmd/floor, in the gateway's place, on the chat scenarios and alpha's streamed messages: "+
 			strings.Join(floorScenarios, ", ")+"; fasthttp-relay also on llm-streams) are the least a proxy in Go can do: each relays a call to the first simulator "+
 			"with the upstream's key and nothing else (no authentication, peek, routing, usage, metrics or bounds). go-relay "+
 			"reads the request by its Content-Length and sends the upstream's bytes back as they came (a stream chunk by chunk, "+

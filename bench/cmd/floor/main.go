@@ -5,13 +5,15 @@
 // (see bench/cmd/bench); it takes the gateway's flags.
 //
 // Each client connection gets a goroutine, a connection of its own to the
-// config's first beta upstream, and the gateway's socket layer (proxy/rawio).
-// A request is read by its Content-Length, sent on with the upstream's key,
-// and the upstream's head and body go back as they came: a chunked answer
-// (a stream) chunk by chunk, each burst of chunks already read in one write.
-// Nothing is checked, routed, counted or bounded: it does not authenticate or
-// survive a hostile client. It answers GET .../models with an empty list, for
-// the harness's readiness probe.
+// config's first upstream of the request's family (beta's chat calls under
+// /v1/router/beta/v1, alpha's messages under /v1/router/alpha), and the
+// gateway's socket layer (proxy/rawio). A request is read by its
+// Content-Length, sent on with the upstream's key (and, for alpha, the
+// client's anthropic-version), and the upstream's head and body go back as
+// they came: a chunked answer (a stream) chunk by chunk, each burst of chunks
+// already read in one write. Nothing is checked, routed, counted or bounded:
+// it does not authenticate or survive a hostile client. It answers GET
+// .../models with an empty list, for the harness's readiness probe.
 //
 // With FLOOR_ENGINE=fasthttp in its environment it is fasthttp's own reverse
 // proxy instead, on the same socket layer: a fasthttp server whose handler
@@ -41,13 +43,13 @@ import (
 )
 
 func main() {
-	cfgPath := flag.String("config", "", "the gateway config whose first beta upstream to relay to")
+	cfgPath := flag.String("config", "", "the gateway config whose first beta and alpha upstreams to relay to")
 	listen := flag.String("listen", "127.0.0.1:8080", "address to serve on")
 	flag.String("admin-listen", "", "ignored (a gateway flag)")
 	flag.String("grace", "", "ignored (a gateway flag)")
 	flag.String("access-log", "", "ignored (a gateway flag)")
 	flag.Parse()
-	up, err := upstreamOf(*cfgPath)
+	ups, err := upstreamsOf(*cfgPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(2)
@@ -58,25 +60,30 @@ func main() {
 		os.Exit(1)
 	}
 	if os.Getenv("FLOOR_ENGINE") == "fasthttp" {
-		fmt.Fprintln(os.Stderr, "floor: fasthttp relaying", *listen, "to", up.addr)
-		serveFasthttp(ln, up)
+		fmt.Fprintln(os.Stderr, "floor: fasthttp relaying", *listen, "to", ups.beta.addr)
+		serveFasthttp(ln, ups)
 		return
 	}
-	fmt.Fprintln(os.Stderr, "floor: relaying", *listen, "to", up.addr)
-	serve(ln, up)
+	fmt.Fprintln(os.Stderr, "floor: relaying", *listen, "to", ups.beta.addr)
+	serve(ln, ups)
 }
 
 // serveFasthttp relays as the usual fasthttp reverse proxy does: the client's
 // request and response are the upstream call's.
-func serveFasthttp(ln net.Listener, up upstream) error {
-	hc := &fasthttp.HostClient{Addr: up.addr, MaxConns: 1 << 14, DisablePathNormalizing: true,
-		Dial: func(addr string) (net.Conn, error) {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				return nil, err
-			}
-			return wrap(c), nil
-		}}
+func serveFasthttp(ln net.Listener, ups upstreams) error {
+	clients := map[string]*fasthttp.HostClient{}
+	for _, up := range []upstream{ups.beta, ups.alpha} {
+		if up.addr != "" && clients[up.addr] == nil {
+			clients[up.addr] = &fasthttp.HostClient{Addr: up.addr, MaxConns: 1 << 14, DisablePathNormalizing: true,
+				Dial: func(addr string) (net.Conn, error) {
+					c, err := net.Dial("tcp", addr)
+					if err != nil {
+						return nil, err
+					}
+					return wrap(c), nil
+				}}
+		}
+	}
 	srv := &fasthttp.Server{
 		ReadBufferSize: 8 << 10,
 		Handler: func(ctx *fasthttp.RequestCtx) {
@@ -86,10 +93,17 @@ func serveFasthttp(ln net.Listener, up upstream) error {
 				ctx.SetBodyString(`{"object":"list","data":[]}`)
 				return
 			}
+			up, rest, ok := ups.of(path)
+			if !ok {
+				ctx.Error("not relayed", fasthttp.StatusNotFound)
+				return
+			}
 			req := &ctx.Request
-			req.SetRequestURI(up.base + string(bytes.TrimPrefix(path, []byte(clientPrefix))))
+			req.SetRequestURI(up.base + string(rest))
 			req.Header.SetHost(up.addr)
-			req.Header.Set("Authorization", up.auth)
+			req.Header.Del("Authorization")
+			req.Header.Set(up.keyHeader, up.key)
+			hc := clients[up.addr]
 			if !bytes.Contains(req.Body(), []byte(`"stream":true`)) {
 				if err := hc.Do(req, &ctx.Response); err != nil {
 					ctx.Error("upstream failed", fasthttp.StatusBadGateway)
@@ -136,41 +150,74 @@ func (l rawListener) Accept() (net.Conn, error) {
 	return wrap(c), nil
 }
 
-// upstream is where requests go: the address, the base path the endpoint's
-// path is appended to, and the Authorization header's value.
+// upstream is where a family's requests go: the address, the base path the
+// endpoint's path is appended to, and the header that carries the
+// upstream's key, with its value.
 type upstream struct {
-	addr, base, auth string
+	addr, base, keyHeader, key string
 }
 
-func upstreamOf(path string) (upstream, error) {
+// upstreams are the config's first beta and alpha upstreams; alpha's addr is
+// empty when the config has none.
+type upstreams struct{ beta, alpha upstream }
+
+// The gateway's paths of each family: what follows them is the upstream's
+// endpoint path, after the upstream's base (beta's base URL ends in /v1,
+// alpha's does not).
+const (
+	betaPrefix  = "/v1/router/beta/v1"
+	alphaPrefix = "/v1/router/alpha"
+)
+
+// of returns the upstream of a request to path and the endpoint path that
+// goes after its base; ok is false for a path the floor does not relay.
+func (u *upstreams) of(path []byte) (up upstream, rest []byte, ok bool) {
+	switch {
+	case bytes.HasPrefix(path, []byte(betaPrefix)):
+		return u.beta, path[len(betaPrefix):], true
+	case bytes.HasPrefix(path, []byte(alphaPrefix)) && u.alpha.addr != "":
+		return u.alpha, path[len(alphaPrefix):], true
+	}
+	return upstream{}, nil, false
+}
+
+func upstreamsOf(path string) (upstreams, error) {
+	var ups upstreams
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return upstream{}, err
+		return ups, err
 	}
 	cfg, err := config.Parse(data, os.LookupEnv)
 	if err != nil {
-		return upstream{}, err
+		return ups, err
 	}
 	for _, u := range cfg.Upstreams {
-		if u.Family != "beta" {
+		dst, keyHeader, value := &ups.beta, "Authorization", "Bearer "+u.APIKey
+		switch {
+		case u.Family == "alpha" && ups.alpha.addr == "":
+			dst, keyHeader, value = &ups.alpha, "x-api-key", u.APIKey
+		case u.Family != "beta" || ups.beta.addr != "":
 			continue
 		}
 		pu, err := url.Parse(u.BaseURL)
 		if err != nil || pu.Scheme != "http" {
-			return upstream{}, fmt.Errorf("upstream %s: only a plain http base URL is relayed", u.Name)
+			return ups, fmt.Errorf("upstream %s: only a plain http base URL is relayed", u.Name)
 		}
-		return upstream{addr: pu.Host, base: strings.TrimRight(pu.Path, "/"), auth: "Bearer " + u.APIKey}, nil
+		*dst = upstream{addr: pu.Host, base: strings.TrimRight(pu.Path, "/"), keyHeader: keyHeader, key: value}
 	}
-	return upstream{}, errors.New("the config has no beta upstream")
+	if ups.beta.addr == "" {
+		return ups, errors.New("the config has no beta upstream")
+	}
+	return ups, nil
 }
 
-func serve(ln net.Listener, up upstream) error {
+func serve(ln net.Listener, ups upstreams) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return err
 		}
-		go relay(wrap(c), up)
+		go relay(wrap(c), ups)
 	}
 }
 
@@ -181,23 +228,13 @@ func wrap(c net.Conn) net.Conn {
 	return c
 }
 
-// clientPrefix is what the gateway's beta paths begin with; the rest is the
-// upstream's endpoint path.
-const clientPrefix = "/v1/router/beta/v1"
-
 // relay serves one client connection until it closes or sends what the floor
 // does not relay.
-func relay(c net.Conn, up upstream) {
+func relay(c net.Conn, ups upstreams) {
 	defer c.Close()
 	cr, cw := bufio.NewReaderSize(c, 8<<10), bufio.NewWriterSize(c, 8<<10)
-	var uc net.Conn
-	var ur *bufio.Reader
-	var uw *bufio.Writer
-	defer func() {
-		if uc != nil {
-			uc.Close()
-		}
-	}()
+	var u upConn
+	defer u.close()
 	head := make([]byte, 0, 4<<10)
 	body := make([]byte, 0, 4<<10)
 	for {
@@ -220,43 +257,94 @@ func relay(c net.Conn, up upstream) {
 			}
 			continue
 		}
-		if uc == nil {
-			if uc, err = net.Dial("tcp", up.addr); err != nil {
-				return
-			}
-			uc = wrap(uc)
-			ur, uw = bufio.NewReaderSize(uc, 8<<10), bufio.NewWriterSize(uc, 8<<10)
+		up, rest, ok := ups.of(path)
+		if !ok || u.to(up.addr) != nil {
+			return
 		}
-		uw.Write(method)
-		uw.WriteString(" ")
-		uw.WriteString(up.base)
-		uw.Write(bytes.TrimPrefix(path, []byte(clientPrefix)))
-		uw.WriteString(" HTTP/1.1\r\nHost: ")
-		uw.WriteString(up.addr)
-		uw.WriteString("\r\nAuthorization: ")
-		uw.WriteString(up.auth)
-		uw.WriteString("\r\nContent-Type: application/json\r\nContent-Length: ")
-		var num [20]byte
-		uw.Write(strconv.AppendInt(num[:0], int64(len(body)), 10))
-		uw.WriteString("\r\n\r\n")
-		uw.Write(body)
-		if uw.Flush() != nil {
+		writeRequest(u.w, method, up, rest, head, body)
+		if u.w.Flush() != nil {
 			return
 		}
 		var chunked bool
-		if head, n, chunked, err = readHead(ur, head); err != nil {
+		if head, n, chunked, err = readHead(u.r, head); err != nil {
 			return
 		}
 		cw.Write(head)
 		if chunked {
-			err = relayChunked(ur, cw)
-		} else if body, err = readBody(ur, body, n); err == nil {
+			err = relayChunked(u.r, cw)
+		} else if body, err = readBody(u.r, body, n); err == nil {
 			cw.Write(body)
 		}
 		if err != nil || cw.Flush() != nil {
 			return
 		}
 	}
+}
+
+// upConn is a client connection's connection to an upstream, dialled on
+// first use and again when a request goes to another address.
+type upConn struct {
+	addr string
+	c    net.Conn
+	r    *bufio.Reader
+	w    *bufio.Writer
+}
+
+// to has u connected to addr.
+func (u *upConn) to(addr string) error {
+	if u.c != nil && u.addr == addr {
+		return nil
+	}
+	u.close()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	u.addr, u.c = addr, wrap(c)
+	u.r, u.w = bufio.NewReaderSize(u.c, 8<<10), bufio.NewWriterSize(u.c, 8<<10)
+	return nil
+}
+
+func (u *upConn) close() {
+	if u.c != nil {
+		u.c.Close()
+		u.c = nil
+	}
+}
+
+// writeRequest writes the client's request, its head read into head, to up:
+// the endpoint path rest after up's base, up's key, the client's
+// anthropic-version (alpha's SDKs send one), the JSON body.
+func writeRequest(w *bufio.Writer, method []byte, up upstream, rest, head, body []byte) {
+	w.Write(method)
+	w.WriteString(" ")
+	w.WriteString(up.base)
+	w.Write(rest)
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.WriteString(up.addr)
+	w.WriteString("\r\n")
+	w.WriteString(up.keyHeader)
+	w.WriteString(": ")
+	w.WriteString(up.key)
+	if v := headerOf(head, "anthropic-version"); v != nil {
+		w.WriteString("\r\nanthropic-version: ")
+		w.Write(v)
+	}
+	w.WriteString("\r\nContent-Type: application/json\r\nContent-Length: ")
+	var num [20]byte
+	w.Write(strconv.AppendInt(num[:0], int64(len(body)), 10))
+	w.WriteString("\r\n\r\n")
+	w.Write(body)
+}
+
+// headerOf returns the value of the header name in head, or nil.
+func headerOf(head []byte, name string) []byte {
+	for line := range bytes.SplitSeq(head, []byte("\r\n")) {
+		if k, v, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(k, []byte(name)) {
+			return bytes.TrimSpace(v)
+		}
+	}
+	return nil
 }
 
 // relayChunked copies a chunked body as it comes, its framing included: a

@@ -59,6 +59,31 @@ func TestRelaysAStream(t *testing.T) {
 	}
 }
 
+// Both engines relay alpha's messages, streamed and not, to the config's
+// alpha upstream with its key in x-api-key and the client's
+// anthropic-version (the simulator refuses a call without either), on the
+// connection that relays chat calls to beta too.
+func TestRelaysMessagesToTheAlphaUpstream(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Setenv("FLOOR_ENGINE", engine)
+			c := dialFloor(t, startFloor(t))
+			const msg = `{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"hi"}]`
+			status, b := c.messages(t, msg+`,"stream":true}`)
+			if status != 200 || !c.chunked || !strings.Contains(string(b), "event: message_stop") {
+				t.Fatalf("not a whole stream: %d, chunked %v: %q", status, c.chunked, b)
+			}
+			if status, b := c.messages(t, msg+`}`); status != 200 || !strings.Contains(string(b), `"type":"message"`) {
+				t.Fatalf("messages: %d %s", status, b)
+			}
+			if status, b := c.chat(t, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`); status != 200 ||
+				!strings.Contains(string(b), `"object":"chat.completion"`) {
+				t.Fatalf("chat after messages: %d %s", status, b)
+			}
+		})
+	}
+}
+
 // floorConn is a client's kept-alive connection to a floor relay.
 type floorConn struct {
 	conn    net.Conn
@@ -82,6 +107,22 @@ func dialFloor(t *testing.T, addr string) *floorConn {
 func (c *floorConn) chat(t *testing.T, body string) (int, []byte) {
 	t.Helper()
 	fmt.Fprintf(c.conn, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: floor\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	return c.answer(t)
+}
+
+// messages sends an alpha messages call with body, with the gateway's key
+// as the harness sends it to the floors, and returns the answer's status and
+// body.
+func (c *floorConn) messages(t *testing.T, body string) (int, []byte) {
+	t.Helper()
+	fmt.Fprintf(c.conn, "POST /v1/router/alpha/v1/messages HTTP/1.1\r\nHost: floor\r\nAuthorization: Bearer key-1\r\n"+
+		"anthropic-version: 2023-06-01\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	return c.answer(t)
+}
+
+// answer reads an answer and returns its status and body.
+func (c *floorConn) answer(t *testing.T) (int, []byte) {
+	t.Helper()
 	resp, err := http.ReadResponse(c.br, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -98,19 +139,19 @@ func (c *floorConn) chat(t *testing.T, body string) (int, []byte) {
 // returns its address.
 func startFloor(t *testing.T) string {
 	t.Helper()
-	s, err := sim.Listen("127.0.0.1:0", sim.Options{BetaKey: "up-key"})
+	s, err := sim.Listen("127.0.0.1:0", sim.Options{BetaKey: "up-key", AlphaKey: "alpha-key"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
 	yaml := fmt.Sprintf("listen: \"127.0.0.1:0\"\nstore: {engine: pebble, path: %q}\nkeys:\n  - {id: k, key: key-1}\n"+
-		"upstreams:\n  - {name: a, family: alpha, base_url: %q, api_key: x}\n  - {name: b, family: beta, base_url: %q, api_key: up-key}\n"+
+		"upstreams:\n  - {name: a, family: alpha, base_url: %q, api_key: alpha-key}\n  - {name: b, family: beta, base_url: %q, api_key: up-key}\n"+
 		"models:\n  - {id: m, upstreams: [b]}\n", t.TempDir(), "http://"+s.Addr(), "http://"+s.Addr()+"/v1")
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	up, err := upstreamOf(cfg)
+	ups, err := upstreamsOf(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,9 +162,9 @@ func startFloor(t *testing.T) string {
 	t.Cleanup(func() { ln.Close() })
 	switch os.Getenv("FLOOR_ENGINE") {
 	case "fasthttp":
-		go serveFasthttp(ln, up)
+		go serveFasthttp(ln, ups)
 	default:
-		go serve(ln, up)
+		go serve(ln, ups)
 	}
 	return ln.Addr().String()
 }
