@@ -69,18 +69,31 @@ type op struct {
 // Wrap returns c with its reads and writes made by rawio, or nil when c is
 // not a *net.TCPConn: the caller then keeps c's own.
 func Wrap(c net.Conn) *Conn {
+	x := new(Conn)
+	if !x.Init(c) {
+		return nil
+	}
+	return x
+}
+
+// Init makes x c with its reads and writes made by rawio, and reports
+// whether it could: false, leaving x as it was, when c is not a
+// *net.TCPConn. It is Wrap for a Conn kept inside the caller's own
+// connection, where a stream's per-event state is one object fewer to load
+// from memory. x must not be copied after Init.
+func (x *Conn) Init(c net.Conn) bool {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
-		return nil
+		return false
 	}
 	rc, err := tc.SyscallConn()
 	if err != nil {
-		return nil
+		return false
 	}
-	x := &Conn{TCPConn: tc, rc: rc, remote: tc.RemoteAddr()}
+	x.TCPConn, x.rc, x.remote = tc, rc, tc.RemoteAddr()
 	x.rd.step = x.readStep
 	x.wr.step, x.wr.write = x.writeStep, true
-	return x
+	return true
 }
 
 // RemoteAddr returns the peer's address.
