@@ -76,8 +76,8 @@ func (l *listener) Accept() (net.Conn, error) {
 // its reads and writes are rawio's when it is TCP.
 func newConn(c net.Conn, idle time.Duration) *Conn {
 	cc := &Conn{Conn: c, idle: idle}
-	if rc := rawio.Wrap(c); rc != nil {
-		cc.Conn, cc.raw = rc, rc
+	if cc.tcp.Init(c) {
+		cc.Conn, cc.raw = &cc.tcp, &cc.tcp
 	}
 	return cc
 }
@@ -90,9 +90,11 @@ func newConn(c net.Conn, idle time.Duration) *Conn {
 type Conn struct {
 	net.Conn // a rawio.Conn when the listener's is TCP
 	idle     time.Duration
-	// raw is Conn when it is a rawio.Conn, and sendStep sendNow as a method
-	// value, made at the first awaitNext.
+	// raw is Conn when it is a rawio.Conn (tcp, kept in Conn so that a
+	// write loads one object fewer), and sendStep sendNow as a method value,
+	// made at the first awaitNext.
 	raw      *rawio.Conn
+	tcp      rawio.Conn
 	sendStep func(write func([]byte) (int, error)) bool
 	// slow is set once a request did not come within AwaitLimit of the answer
 	// before it, and cleared by one that did; early once the client sent a

@@ -53,32 +53,47 @@ type Conn struct {
 	stall atomic.Pointer[func()]
 }
 
-// op is the state of one direction: RawConn's Read or Write and the step
-// handed to it (method values made once, so that a call allocates nothing),
-// the caller's buffer, and the outcome.
+// op is the state of one direction: the step handed to RawConn's Read or
+// Write (a method value made once, so that a call allocates nothing), the
+// caller's buffer, and the outcome. Which of RawConn's waits it takes is
+// told by write, not kept as a method value of RawConn's: that would be one
+// more object, cold under a thousand streams, loaded before each wait.
 type op struct {
-	wait func(func(uintptr) bool) error
-	step func(uintptr) bool
-	p    []byte
-	n    int
-	err  error
+	step  func(uintptr) bool
+	p     []byte
+	n     int
+	err   error
+	write bool
 }
 
 // Wrap returns c with its reads and writes made by rawio, or nil when c is
 // not a *net.TCPConn: the caller then keeps c's own.
 func Wrap(c net.Conn) *Conn {
+	x := new(Conn)
+	if !x.Init(c) {
+		return nil
+	}
+	return x
+}
+
+// Init makes x c with its reads and writes made by rawio, and reports
+// whether it could: false, leaving x as it was, when c is not a
+// *net.TCPConn. It is Wrap for a Conn kept inside the caller's own
+// connection, where a stream's per-event state is one object fewer to load
+// from memory. x must not be copied after Init.
+func (x *Conn) Init(c net.Conn) bool {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
-		return nil
+		return false
 	}
 	rc, err := tc.SyscallConn()
 	if err != nil {
-		return nil
+		return false
 	}
-	x := &Conn{TCPConn: tc, rc: rc, remote: tc.RemoteAddr()}
-	x.rd.wait, x.rd.step = rc.Read, x.readStep
-	x.wr.wait, x.wr.step = rc.Write, x.writeStep
-	return x
+	x.TCPConn, x.rc, x.remote = tc, rc, tc.RemoteAddr()
+	x.rd.step = x.readStep
+	x.wr.step, x.wr.write = x.writeStep, true
+	return true
 }
 
 // RemoteAddr returns the peer's address.
@@ -93,21 +108,24 @@ func (x *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	return x.rd.run(p)
+	return x.run(&x.rd, p, x.rd.step)
 }
 
 // Write writes p whole as net.Conn.Write does, waiting for the poller while
 // the socket's buffer is full; on an error it returns what was written.
-func (x *Conn) Write(p []byte) (int, error) { return x.wr.run(p) }
+func (x *Conn) Write(p []byte) (int, error) { return x.run(&x.wr, p, x.wr.step) }
 
-// run has RawConn call o.step on p until it is done, and returns the bytes
-// it moved and its error, or the wait's (a deadline, a close).
-func (o *op) run(p []byte) (int, error) { return o.runWith(p, o.step) }
-
-// runWith is run with another step over the same state.
-func (o *op) runWith(p []byte, step func(uintptr) bool) (int, error) {
+// run has RawConn call step on p, with o's state, until it is done, and
+// returns the bytes it moved and its error, or the wait's (a deadline, a
+// close).
+func (x *Conn) run(o *op, p []byte, step func(uintptr) bool) (int, error) {
 	o.p, o.n, o.err = p, 0, nil
-	err := o.wait(step)
+	var err error
+	if o.write {
+		err = x.rc.Write(step)
+	} else {
+		err = x.rc.Read(step)
+	}
 	if err == nil {
 		err = o.err
 	}
@@ -204,7 +222,7 @@ func (x *Conn) ReadAfter(send func(write func([]byte) (int, error)) bool, p []by
 		x.aw.step, x.aw.write = x.awaitStep, x.writeNow
 	}
 	x.aw.send, x.aw.sent = send, false
-	n, err = x.rd.runWith(p, x.aw.step)
+	n, err = x.run(&x.rd, p, x.aw.step)
 	sent = x.aw.sent
 	x.aw.send = nil
 	return n, sent, err
@@ -251,7 +269,7 @@ func (x *Conn) TryRead(p []byte) (n int, ok bool, err error) {
 		x.aw.try = x.tryStep
 	}
 	x.aw.empty = false
-	n, err = x.rd.runWith(p, x.aw.try)
+	n, err = x.run(&x.rd, p, x.aw.try)
 	return n, !x.aw.empty, err
 }
 
