@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelgate/gateway/proxy/config"
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy/config"
+	"github.com/modelgate/gateway/proxy/upstream/wire/wiretest"
 )
 
 // Upstreams name headers in any case (CDNs send lower case): hop-by-hop
@@ -81,24 +83,13 @@ func rawTCPUpstream(t *testing.T, respond func(c net.Conn, br *bufio.Reader)) st
 // the listener's address.
 func tcpUpstream(t testing.TB, serve func(c net.Conn, br *bufio.Reader)) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(time.Minute))
-				serve(c, bufio.NewReader(c))
-			}()
-		}
-	}()
+	ln := wiretest.AcceptEach(t, func(c net.Conn) {
+		go func() {
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(time.Minute))
+			serve(c, bufio.NewReader(c))
+		}()
+	})
 	return ln.Addr().String()
 }
 

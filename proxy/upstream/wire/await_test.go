@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy/upstream/wire/wiretest"
 )
 
 // scriptedRaw is a syscall.RawConn whose Read drives f as the runtime does
@@ -218,7 +220,7 @@ func TestFlushAwaitOverTLS(t *testing.T) {
 // request then meets a reset, which wakes the wait: the call fails at once,
 // not at the first-byte deadline (an hour here).
 func TestFlushAwaitUpstreamClosedFirst(t *testing.T) {
-	ln := acceptEach(t, func(c net.Conn) { c.Close() })
+	ln := wiretest.AcceptEach(t, func(c net.Conn) { c.Close() })
 	d := &dialer{connect: time.Minute, firstByte: time.Hour, idle: time.Hour}
 	dialed := make(chan struct{}, 1)
 	dial := func(addr string) (net.Conn, error) {
@@ -249,25 +251,4 @@ func TestFlushAwaitUpstreamClosedFirst(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the call waited for its first-byte deadline: the reset did not wake the wait")
 	}
-}
-
-// acceptEach listens on loopback and hands each connection accepted to each,
-// on the accepting goroutine, until the test ends and closes the listener.
-func acceptEach(t testing.TB, each func(net.Conn)) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			each(c)
-		}
-	}()
-	return ln
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelgate/gateway/proxy/upstream/wire/wiretest"
 )
 
 // A dial does not grow its caller's stack: the goroutines that dialed, each
@@ -14,7 +16,7 @@ import (
 // of a few KiB, not the 8 KiB Go's TCP dial needs (16 KiB under a call's
 // way from the worker).
 func TestDialLeavesTheCallersStack(t *testing.T) {
-	ln := acceptEach(t, func(c net.Conn) { c.Close() })
+	ln := wiretest.AcceptEach(t, func(c net.Conn) { c.Close() })
 	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // no collection shrinks a stack meanwhile
 	d := &dialer{connect: 10 * time.Second}
 	const n = 64

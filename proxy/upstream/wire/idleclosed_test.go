@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy/upstream/wire/wiretest"
 )
 
 // idleUpstream answers every request on a loopback socket with "ok" and
@@ -28,7 +30,7 @@ type idleUpstream struct {
 func newIdleUpstream(t testing.TB) *idleUpstream {
 	t.Helper()
 	u := &idleUpstream{conns: make(chan net.Conn, 8)}
-	u.ln = acceptEach(t, func(c net.Conn) {
+	u.ln = wiretest.AcceptEach(t, func(c net.Conn) {
 		u.conns <- c
 		go u.serve(c)
 	})

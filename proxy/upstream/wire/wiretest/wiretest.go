@@ -1,7 +1,8 @@
 // Package wiretest serves the answers of a provider over in-memory
 // connections (net.Pipe), for the tests of the wire and of the relay above
 // it: the provider's end reads each request whole and writes the answer the
-// test gives for it, byte for byte.
+// test gives for it, byte for byte. AcceptEach serves a test's provider over
+// loopback TCP instead.
 package wiretest
 
 import (
@@ -64,4 +65,25 @@ func Pipe(answer func() (string, bool)) net.Conn {
 		}
 	}()
 	return client
+}
+
+// AcceptEach listens on loopback and hands each connection accepted to each,
+// on the accepting goroutine, until the test ends and closes the listener.
+func AcceptEach(tb testing.TB, each func(net.Conn)) net.Listener {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			each(c)
+		}
+	}()
+	return ln
 }
