@@ -2,7 +2,6 @@ package report
 
 import (
 	"bytes"
-	"image/png"
 	"os"
 	"path/filepath"
 	"slices"
@@ -109,16 +108,7 @@ func TestWritePacedPlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range want {
-		f, err := os.Open(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		img, err := png.Decode(f)
-		f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if b := img.Bounds(); b.Dx() < 300 || b.Dy() < 200 {
+		if b := pngBounds(t, filepath.Join(dir, name)); b.Dx() < 300 || b.Dy() < 200 {
 			t.Fatalf("%s is %v", name, b)
 		}
 		if !bytes.Contains(md, []byte("]("+name+")")) {

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"image"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -161,16 +162,7 @@ func TestWriteAllPlotsDecode(t *testing.T) {
 	}
 	want := []string{"01-chat-small-latency.png", "01-chat-small-throughput.png", "02-sse-stream-latency.png", "02-sse-stream-throughput.png"}
 	for _, name := range want {
-		f, err := os.Open(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		img, err := png.Decode(f)
-		f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 100 {
+		if b := pngBounds(t, filepath.Join(dir, name)); b.Dx() < 100 || b.Dy() < 100 {
 			t.Fatalf("%s is %v", name, b)
 		}
 	}
@@ -222,4 +214,19 @@ func TestSlug(t *testing.T) {
 			t.Fatalf("slug(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// pngBounds decodes the PNG file at path and returns its bounds.
+func pngBounds(t *testing.T, path string) image.Rectangle {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return img.Bounds()
 }

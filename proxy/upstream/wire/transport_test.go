@@ -205,15 +205,24 @@ func TestEventStreamHeadAlone(t *testing.T) {
 	}
 }
 
-// deadlineCounter counts the read deadlines set on its connection.
+// deadlineCounts are the read and the write deadlines set on the
+// connections of deadlineCounter that share them.
+type deadlineCounts struct{ reads, writes int }
+
+// deadlineCounter counts the deadlines set on its connection.
 type deadlineCounter struct {
 	net.Conn
-	sets *int
+	n *deadlineCounts
 }
 
 func (c *deadlineCounter) SetReadDeadline(t time.Time) error {
-	*c.sets++
+	c.n.reads++
 	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *deadlineCounter) SetWriteDeadline(t time.Time) error {
+	c.n.writes++
+	return c.Conn.SetWriteDeadline(t)
 }
 
 // An answer not asked for as a stream that comes whole with its head moves no
@@ -221,11 +230,11 @@ func (c *deadlineCounter) SetReadDeadline(t time.Time) error {
 // only by a read that goes to the network, so kept-alive calls keep the
 // first-byte deadline of the first one, as they did before the bound.
 func TestWholeAnswerArmsNoDeadline(t *testing.T) {
-	var sets int
+	var n deadlineCounts
 	client := pipeClient(func() (string, bool) {
 		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", true
 	}, func(c net.Conn) *deadlineConn {
-		return &deadlineConn{Conn: &deadlineCounter{Conn: c, sets: &sets}, firstByte: 10 * time.Minute, idle: time.Minute}
+		return &deadlineConn{Conn: &deadlineCounter{Conn: c, n: &n}, firstByte: 10 * time.Minute, idle: time.Minute}
 	})
 	for i := range 5 {
 		var resp fasthttp.Response
@@ -233,8 +242,8 @@ func TestWholeAnswerArmsNoDeadline(t *testing.T) {
 			t.Fatalf("call %d: %q %v", i, resp.Body(), err)
 		}
 	}
-	if sets != 1 {
-		t.Fatalf("%d read deadlines set over 5 calls, want the first call's only", sets)
+	if n.reads != 1 {
+		t.Fatalf("%d read deadlines set over 5 calls, want the first call's only", n.reads)
 	}
 }
 
@@ -250,26 +259,15 @@ func TestTransportTakesOnlyRequests(t *testing.T) {
 	}
 }
 
-// writeDeadlineCounter counts the write deadlines set on its connection.
-type writeDeadlineCounter struct {
-	net.Conn
-	sets *int
-}
-
-func (c *writeDeadlineCounter) SetWriteDeadline(t time.Time) error {
-	*c.sets++
-	return c.Conn.SetWriteDeadline(t)
-}
-
 // Kept-alive calls in quick succession arm the write deadline once: it moves
 // only when it would be later by more than a sixteenth of the timeout (see
 // DeadlineMoves), not at every request.
 func TestWriteDeadlineArmedOnce(t *testing.T) {
-	var sets int
+	var n deadlineCounts
 	client := pipeClient(func() (string, bool) {
 		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", true
 	}, func(c net.Conn) *deadlineConn {
-		return &deadlineConn{Conn: &writeDeadlineCounter{Conn: c, sets: &sets}, firstByte: 10 * time.Minute,
+		return &deadlineConn{Conn: &deadlineCounter{Conn: c, n: &n}, firstByte: 10 * time.Minute,
 			idle: time.Minute, write: time.Minute}
 	})
 	for i := range 5 {
@@ -278,8 +276,8 @@ func TestWriteDeadlineArmedOnce(t *testing.T) {
 			t.Fatalf("call %d: %q %v", i, resp.Body(), err)
 		}
 	}
-	if sets != 1 {
-		t.Fatalf("%d write deadlines set over 5 calls, want the first call's only", sets)
+	if n.writes != 1 {
+		t.Fatalf("%d write deadlines set over 5 calls, want the first call's only", n.writes)
 	}
 }
 
