@@ -33,6 +33,7 @@ import (
 	"os"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 )
 
 // Conn is a TCP connection whose reads and writes rawio makes; everything
@@ -135,6 +136,9 @@ func (x *Conn) run(o *op, p []byte, step func(uintptr) bool) (int, error) {
 }
 
 func (x *Conn) readStep(fd uintptr) bool {
+	if x.rd.p == nil {
+		return x.readyStep(fd)
+	}
 	for {
 		n, e := sysRead(fd, x.rd.p)
 		switch {
@@ -151,6 +155,50 @@ func (x *Conn) readStep(fd uintptr) bool {
 		}
 		return true
 	}
+}
+
+// AwaitReadable waits until a Read would return at once: bytes are there,
+// the peer has closed, or the socket failed; or the read deadline passes, or
+// the connection is closed, which it returns as Read would. It takes nothing
+// from the socket, so its caller needs no buffer while it waits. It costs
+// what a Read that finds nothing costs: one recv(2) of MSG_PEEK, which
+// fails with EAGAIN, then the poller's wait, after which the Read that
+// follows finds the bytes. (RawConn's Read resets the socket's readiness
+// before its first step, so the look must come after that reset: bytes
+// that came before it would otherwise wake nothing.)
+func (x *Conn) AwaitReadable() error {
+	x.rd.n = 0 // readyStep's: set once it asked for the poller's wait
+	return x.rc.Read(x.rd.step)
+}
+
+// readyStep is readStep for AwaitReadable (an op without a buffer): it looks
+// at the socket, asks for the wait when it holds nothing, and is done at its
+// next call, after the poller woke it (a readiness the runtime saw before
+// the look only makes the Read after wait as Read waits).
+func (x *Conn) readyStep(fd uintptr) bool {
+	if x.rd.n != 0 {
+		return true
+	}
+	for {
+		switch sysPeek(fd) {
+		case syscall.EAGAIN:
+			x.rd.n = 1
+			return false
+		case syscall.EINTR:
+			continue
+		}
+		return true // bytes, the peer's close or an error: Read returns at once
+	}
+}
+
+// sysPeek looks at fd's first pending byte with one recv(2) of MSG_PEEK,
+// which takes nothing, and returns its error: 0 when a byte or the peer's
+// close is there. It moves no byte, so the race detector has nothing to be
+// told of it (see sys_race.go): the Read after it is made as ever.
+func sysPeek(fd uintptr) syscall.Errno {
+	var b byte
+	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b)), 1, syscall.MSG_PEEK, 0, 0)
+	return e
 }
 
 func (x *Conn) writeStep(fd uintptr) bool {

@@ -347,3 +347,44 @@ func TestOnStall(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// AwaitReadable returns once bytes are there, whether they came before it
+// or while it waited, and leaves them for the Read that follows; it returns
+// at the peer's close, and fails at the read deadline as Read does.
+func TestAwaitReadable(t *testing.T) {
+	x, c, peer := tcpPair(t)
+	buf := make([]byte, 16)
+	peer.Write([]byte("early"))
+	for range 2 { // the second time, it finds the same bytes, untaken
+		if err := x.AwaitReadable(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := x.Read(buf); err != nil || string(buf[:n]) != "early" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+
+	waited := make(chan error, 1)
+	go func() { waited <- x.AwaitReadable() }()
+	peer.Write([]byte("late")) // before or after the wait began: both must work
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if n, err := x.Read(buf); err != nil || string(buf[:n]) != "late" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+
+	c.SetReadDeadline(time.Now().Add(-time.Second))
+	var ne net.Error
+	if err := x.AwaitReadable(); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("err %v past the deadline, want a timeout", err)
+	}
+	c.SetReadDeadline(time.Time{})
+	peer.CloseWrite()
+	if err := x.AwaitReadable(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.Read(buf); err != io.EOF {
+		t.Fatalf("err %v after the peer's close, want io.EOF", err)
+	}
+}

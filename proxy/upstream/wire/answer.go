@@ -122,11 +122,36 @@ func (b *answerBody[C]) Await() bool {
 		return false
 	}
 	if b.awaitErr == nil && b.br.Buffered() == 0 {
-		if _, err := b.br.Peek(1); err != nil {
+		if err := b.await(); err != nil {
 			b.awaitErr = chunkErr(err) // as ReadChunkSize's
 		}
 	}
 	return true
+}
+
+// await is Await's wait for the next chunk. An event stream's small reader
+// goes back to its pool for the wait, when the connection under the body's
+// can be waited on without a read (a plain TCP one; under TLS, its reader
+// may hold what the socket no longer does), and one is taken again after
+// it: an idle stream then holds no reader at all, only its connection, and
+// the reader an event is read through is the one the last event on this P
+// used, still in the cache, not the stream's own, which a thousand other
+// streams' events have pushed out of it. Else the wait is a read into the
+// body's reader.
+func (b *answerBody[C]) await() error {
+	if dc, ok := b.cc.Conn().(*deadlineConn); ok && b.small {
+		if rc, ok := dc.Conn.(readyAwaiter); ok {
+			b.br.Reset(nil)
+			sseReaders.Put(b.br)
+			b.br = nil
+			err := dc.awaitRead(rc)
+			b.br = sseReaders.Get().(*bufio.Reader)
+			b.br.Reset(&b.src)
+			return err
+		}
+	}
+	_, err := b.br.Peek(1)
+	return err
 }
 
 // sseReaderSize is the buffer an event stream's body is read through once its

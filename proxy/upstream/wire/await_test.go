@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -79,7 +81,7 @@ func TestFlushAwaitWritesInsideTheWait(t *testing.T) {
 	c, cc, raw := newAwaitConn()
 	bw := bufio.NewWriter(c)
 	bw.WriteString("POST / HTTP/1.1\r\n\r\n")
-	if err := c.flushAwait(bw); err != nil {
+	if err := c.flushAwait(bw, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := []rawStep{{done: false, before: 0, after: 1}, {done: true, before: 1, after: 1}}
@@ -105,7 +107,7 @@ func TestRequestDeadlinesShareOneReading(t *testing.T) {
 	c.beginSend(at)
 	bw := bufio.NewWriter(c)
 	bw.WriteString("POST / HTTP/1.1\r\n\r\n")
-	if err := c.flushAwait(bw); err != nil || len(raw.steps) != 2 {
+	if err := c.flushAwait(bw, nil); err != nil || len(raw.steps) != 2 {
 		t.Fatalf("err %v, steps %+v; want a wait", err, raw.steps)
 	}
 	if !c.writeDeadline.Equal(at.Add(c.write)) || !c.deadline.Equal(at.Add(c.firstByte)) {
@@ -138,7 +140,7 @@ func TestFlushAwaitFailedFlush(t *testing.T) {
 	cc.err = errors.New("broken pipe")
 	bw := bufio.NewWriter(c)
 	bw.WriteString("POST / HTTP/1.1\r\n\r\n")
-	if err := c.flushAwait(bw); err == nil || err.Error() != "broken pipe" {
+	if err := c.flushAwait(bw, nil); err == nil || err.Error() != "broken pipe" {
 		t.Fatalf("err %v, want broken pipe", err)
 	}
 	if len(raw.steps) != 1 || !raw.steps[0].done {
@@ -163,7 +165,7 @@ func TestFlushAwaitOnlyWhereNothingCanBeUnread(t *testing.T) {
 			before := cc.writes
 			bw := bufio.NewWriter(c)
 			bw.WriteString("\r\n")
-			if err := c.flushAwait(bw); err != nil {
+			if err := c.flushAwait(bw, nil); err != nil {
 				t.Fatal(err)
 			}
 			if len(raw.steps) != 0 || cc.writes != before+1 {
@@ -176,7 +178,7 @@ func TestFlushAwaitOnlyWhereNothingCanBeUnread(t *testing.T) {
 	c.answers, c.lastRead = 3, time.Now()
 	bw := bufio.NewWriter(c)
 	bw.WriteString("\r\n")
-	if err := c.flushAwait(bw); err != nil || len(raw.steps) != 2 {
+	if err := c.flushAwait(bw, nil); err != nil || len(raw.steps) != 2 {
 		t.Fatalf("err %v, steps %+v; want a wait", err, raw.steps)
 	}
 }
@@ -250,5 +252,57 @@ func TestFlushAwaitUpstreamClosedFirst(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the call waited for its first-byte deadline: the reset did not wake the wait")
+	}
+}
+
+// A request's write buffer goes back to the pool once the request is
+// flushed, before its answer is awaited: calls that all wait for their
+// answers at once do not hold a buffer each (a burst of streams opening, each
+// waiting for its head). Here 32 calls wait together, through buffers of
+// 64 KiB: held through the wait, they would take 2 MiB.
+func TestWriterNotHeldWhileAnswerAwaited(t *testing.T) {
+	const calls, size = 32, 64 << 10
+	var arrived sync.WaitGroup
+	arrived.Add(calls)
+	all := make(chan struct{})
+	ln := wiretest.AcceptEach(t, func(c net.Conn) {
+		go func() {
+			defer c.Close()
+			var req fasthttp.Request
+			if err := req.Read(bufio.NewReader(c)); err != nil {
+				return
+			}
+			arrived.Done()
+			<-all
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}()
+	})
+	go func() { arrived.Wait(); close(all) }()
+	d := &dialer{connect: time.Minute, firstByte: time.Minute, idle: time.Minute}
+	client := &fasthttp.HostClient{Addr: ln.Addr().String(), Dial: d.Dial, Transport: answerTransport,
+		MaxConns: calls, WriteBufferSize: size}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			req, resp := get("/"), fasthttp.AcquireResponse()
+			err := req.Do(client, resp, nil, false)
+			if err == nil && string(resp.Body()) != "ok" {
+				err = fmt.Errorf("answer %q", resp.Body())
+			}
+			ReleaseRequest(req)
+			fasthttp.ReleaseResponse(resp)
+			errs <- err
+		}()
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > calls/2*size {
+		t.Fatalf("%d calls awaiting their answers allocated %d bytes: their %d-byte write buffers were held", calls, got, size)
 	}
 }

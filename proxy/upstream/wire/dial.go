@@ -166,11 +166,12 @@ type deadlineConn struct {
 	peekStep func(uintptr)
 	peekBuf  [1]byte
 	peekDead bool
-	// step, pending and flushErr are flushAwait's, kept here so that a call
-	// allocates nothing.
-	step     func(uintptr) bool
-	pending  *bufio.Writer
-	flushErr error
+	// step, pending, pendingHC and flushErr are flushAwait's, kept here so
+	// that a call allocates nothing.
+	step      func(uintptr) bool
+	pending   *bufio.Writer
+	pendingHC *fasthttp.HostClient
+	flushErr  error
 	// counted is set while the connection counts in OpenConns.
 	counted atomic.Bool
 	// canceled is set by a Cancel from another goroutine: every read fails
@@ -277,6 +278,32 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// readyAwaiter is a connection that can wait until a read would return at
+// once without reading: a rawio.Conn (see its AwaitReadable).
+type readyAwaiter interface{ AwaitReadable() error }
+
+// awaitRead waits as Read would, under the same deadline and Cancel, until
+// a Read returns at once, reading nothing, on rc, the connection under c.
+// The Read that follows keeps the deadline the wait armed (see awaitArmed):
+// it returns at once, and the idle time counts from the wait's start as it
+// would from its own.
+func (c *deadlineConn) awaitRead(rc readyAwaiter) error {
+	if !c.awaitArmed {
+		if err := c.armRead(); err != nil {
+			return err
+		}
+	}
+	if c.canceled.Load() { // as in Read
+		return ErrCanceled
+	}
+	err := rc.AwaitReadable()
+	if err != nil && c.canceled.Load() {
+		return ErrCanceled
+	}
+	c.awaitArmed = true
+	return err
+}
+
 // headRead says that the answer's head was read whole at at: the reads that
 // follow wait up to idle each, or, when whole is set, all of them together
 // (see pinIdle).
@@ -344,44 +371,68 @@ const awaitAfter = time.Second
 // request goes in this flush (nothing went before that could be answered
 // early) and on a connection that is new or was read from within
 // awaitAfter; otherwise it flushes and the read finds what is there.
-func (c *deadlineConn) flushAwait(bw *bufio.Writer) error {
+//
+// bw goes back to hc (when hc is not nil) once flushed, before the wait: a
+// request's write buffer (8 KiB) is not held while its answer is awaited,
+// which for a stream is until its head comes, and a burst of streams opening
+// at once would hold as many buffers as streams are waiting (256 in the
+// harness's llm-streams: 2 MB, whose pages stay in the process).
+func (c *deadlineConn) flushAwait(bw *bufio.Writer, hc *fasthttp.HostClient) error {
 	if c.raw == nil || c.awaiting {
-		return bw.Flush()
+		return flushRelease(bw, hc)
 	}
 	at := c.sendAt // the transport's reading, for the check and the deadline
 	if at.IsZero() {
 		at = now()
 	}
 	if c.answers > 0 && at.Sub(c.lastRead) > awaitAfter {
-		return bw.Flush()
+		return flushRelease(bw, hc)
 	}
 	c.awaiting = true // the answer's deadline, armed before the wait
 	err := c.armReadAt(at)
 	c.awaiting = false // Write decides whether the connection is reused
 	if err != nil {
+		releaseWriter(bw, hc)
 		return err
 	}
 	c.awaitArmed = true // the head's reads keep this deadline
 	if c.step == nil {
 		c.step = c.flushStep // one method value per connection, not per call
 	}
-	c.pending, c.flushErr = bw, nil
+	c.pending, c.pendingHC, c.flushErr = bw, hc, nil
 	_ = c.raw.Read(c.step)
-	err, c.pending, c.flushErr = c.flushErr, nil, nil
+	if c.pending != nil { // the wait failed before the step ran
+		releaseWriter(c.pending, c.pendingHC)
+	}
+	err, c.pending, c.pendingHC, c.flushErr = c.flushErr, nil, nil, nil
 	return err
 }
 
 // flushStep is flushAwait's function for syscall.RawConn.Read: at the first
-// call it flushes and asks for the wait (false) unless the flush failed; at
-// the next, after the wait, it is done.
+// call it flushes, gives the writer back, and asks for the wait (false)
+// unless the flush failed; at the next, after the wait, it is done.
 func (c *deadlineConn) flushStep(uintptr) bool {
 	if c.pending == nil {
 		return true
 	}
 	bw := c.pending
 	c.pending = nil
-	c.flushErr = bw.Flush()
+	c.flushErr = flushRelease(bw, c.pendingHC)
 	return c.flushErr != nil
+}
+
+// flushRelease flushes bw and gives it back to hc, when hc is not nil.
+func flushRelease(bw *bufio.Writer, hc *fasthttp.HostClient) error {
+	err := bw.Flush()
+	releaseWriter(bw, hc)
+	return err
+}
+
+// releaseWriter gives bw back to hc, when hc is not nil.
+func releaseWriter(bw *bufio.Writer, hc *fasthttp.HostClient) {
+	if hc != nil {
+		hc.ReleaseWriter(bw)
+	}
 }
 
 // probeAfter is how long a pooled connection must have been idle for

@@ -177,14 +177,15 @@ func writeRequest(hc *fasthttp.HostClient, c net.Conn, r *Request) error {
 	if err == nil {
 		_, err = bw.Write(r.Body)
 	}
-	if err == nil {
-		if dc, ok := c.(*deadlineConn); ok {
-			err = dc.flushAwait(bw)
-		} else {
-			err = bw.Flush()
-		}
+	dc, ok := c.(*deadlineConn)
+	switch {
+	case err != nil:
+		hc.ReleaseWriter(bw)
+	case ok:
+		err = dc.flushAwait(bw, hc) // which gives bw back before it waits
+	default:
+		err = flushRelease(bw, hc)
 	}
-	hc.ReleaseWriter(bw)
 	if err != nil && isTimeout(err) {
 		err = fasthttp.ErrTimeout
 	}

@@ -345,3 +345,80 @@ func TestObserverToldOfHeads(t *testing.T) {
 		t.Fatalf("told %v %v sent %v read %v, want 503 between %d and %d", obs.statuses, obs.errs, obs.sent, obs.read, before, after)
 	}
 }
+
+// holdsReader tells whether the body holds a reader.
+func (b *answerBody[C]) holdsReader() bool { return b.br != nil }
+
+// awaitingPipe is a connection that waits without reading as a rawio.Conn
+// does, except that it does not wait: it records whether the body held a
+// reader meanwhile, and the Read after it waits for the bytes.
+type awaitingPipe struct {
+	net.Conn
+	body  func() interface{ holdsReader() bool }
+	waits int
+	held  int // waits during which the body held a reader
+}
+
+func (c *awaitingPipe) AwaitReadable() error {
+	c.waits++
+	if c.body().holdsReader() {
+		c.held++
+	}
+	return nil
+}
+
+// An event stream's body waits for each next chunk without a reader, on a
+// connection that can wait so: an idle stream holds none. The events come
+// whole, in order, and the body ends as before.
+func TestEventStreamIdlesWithoutReader(t *testing.T) {
+	client, server := net.Pipe()
+	t.Cleanup(func() { client.Close(); server.Close() })
+	go func() {
+		var req fasthttp.Request
+		if err := req.Read(bufio.NewReader(server)); err != nil {
+			return
+		}
+		io.WriteString(server, wiretest.SSEHead)
+		for _, e := range []string{"9\r\ndata: a\n\n\r\n", "9\r\ndata: b\n\n\r\n", "0\r\n\r\n"} {
+			io.WriteString(server, e)
+		}
+	}()
+	var resp fasthttp.Response
+	conn := &awaitingPipe{Conn: client, body: func() interface{ holdsReader() bool } {
+		return resp.BodyStream().(interface{ holdsReader() bool })
+	}}
+	hc := &fasthttp.HostClient{Addr: "upstream", Transport: answerTransport, Dial: func(string) (net.Conn, error) {
+		dc := &deadlineConn{Conn: conn}
+		dc.local = connAddr{Addr: client.LocalAddr(), conn: dc}
+		return dc, nil
+	}}
+	if err := send(t, hc, &resp, true); err != nil {
+		t.Fatal(err)
+	}
+	defer resp.CloseBodyStream()
+	body := resp.BodyStream().(interface {
+		io.Reader
+		Await() bool
+	})
+	var got []byte
+	buf := make([]byte, 64)
+	for {
+		if !body.Await() {
+			t.Fatal("a chunked body could not wait")
+		}
+		n, err := body.Read(buf)
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if string(got) != "data: a\n\ndata: b\n\n" {
+		t.Fatalf("read %q", got)
+	}
+	if conn.waits == 0 || conn.held != 0 {
+		t.Fatalf("%d waits without a read, %d of them holding a reader; want some, none", conn.waits, conn.held)
+	}
+}
