@@ -6,9 +6,15 @@
 // them), and reads it again once every stream is open: without a collection
 // (what the harness's RSS sees) and after two forced ones (what the streams
 // hold; a sync.Pool lets go of its items at the second). It prints the
-// growth per stream of VmRSS, the heap in use and the stacks in use.
+// growth per stream of VmRSS, the heap in use and the stacks in use, and
+// what the openings allocated.
 //
-//	go run ./bench/cmd/streammem -streams 1000
+// With -rounds, the streams are opened again once the last round's have
+// ended, and each round's growth is told from before the first, as the
+// harness takes its rounds of a size (a process keeps the memory it took):
+// the later rounds show what the collector's pacing lets the heap grow to.
+//
+//	go run ./bench/cmd/streammem -streams 1000 [-rounds 3]
 //
 // The figures of docs/performance.md's "What a burst of openings leaves" are
 // its output. It is a measuring tool, not part of the gateway.
@@ -44,8 +50,9 @@ func main() {
 	streams := flag.Int("streams", 1000, "paced streams held at once")
 	events := flag.Int("events", 8, "events of each stream after its first")
 	delay := flag.Duration("delay", time.Second, "pause between a stream's events")
+	rounds := flag.Int("rounds", 1, "rounds of streams, each opened once the last one's ended, as the harness's rounds of a size")
 	flag.Parse()
-	if err := run(os.Stdout, *streams, *events, *delay); err != nil {
+	if err := run(os.Stdout, *streams, *events, *delay, *rounds); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -57,7 +64,7 @@ const (
 	adminAddr = "127.0.0.1:18603"
 )
 
-func run(w io.Writer, n, events int, delay time.Duration) error {
+func run(w io.Writer, n, events int, delay time.Duration, rounds int) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -82,34 +89,50 @@ func run(w io.Writer, n, events int, delay time.Duration) error {
 	if err != nil {
 		return err
 	}
-	open := make(chan struct{}, n)
-	done := make(chan int)
-	go func() { done <- openStreams(n, events, delay, open) }()
-	for range n {
-		<-open
-	}
-	held, err := memstats(false)
-	if err != nil {
-		return err
-	}
-	collected, err := memstats(true)
-	if err != nil {
-		return err
-	}
-	if failed := <-done; failed > 0 {
-		return fmt.Errorf("%d of %d streams failed", failed, n)
-	}
 	per := func(a, b uint64) float64 { return (float64(b) - float64(a)) / float64(n) / 1024 }
-	fmt.Fprintf(w, "%d streams, KiB per stream\n", n)
-	fmt.Fprintf(w, "%-12s %16s %21s\n", "", "no collection", "after two collections")
-	fmt.Fprintf(w, "%-12s %16.1f %21.1f\n", "VmRSS", per(before.rss, held.rss), per(before.rss, collected.rss))
-	fmt.Fprintf(w, "%-12s %16.1f %21.1f\n", "HeapInuse", per(before.heap, held.heap), per(before.heap, collected.heap))
-	fmt.Fprintf(w, "%-12s %16.1f %21.1f\n", "StackInuse", per(before.stack, held.stack), per(before.stack, collected.stack))
+	fmt.Fprintf(w, "%d streams, KiB per stream, from before the first round\n", n)
+	var held mem
+	for round := 1; round <= rounds; round++ {
+		open := make(chan struct{}, n)
+		done := make(chan int)
+		go func() { done <- openStreams(n, events, delay, open) }()
+		for range n {
+			<-open
+		}
+		was := held
+		if held, err = memstats(false); err != nil {
+			return err
+		}
+		if round == 1 {
+			was = before
+		}
+		fmt.Fprintf(w, "round %d, every stream open: VmRSS %.1f, HeapInuse %.1f, StackInuse %.1f; this round allocated %.1f an opening, %d collections\n",
+			round, per(before.rss, held.rss), per(before.heap, held.heap), per(before.stack, held.stack),
+			per(was.alloc, held.alloc), held.gcs-was.gcs)
+		if round < rounds {
+			if failed := <-done; failed > 0 {
+				return fmt.Errorf("%d of %d streams failed", failed, n)
+			}
+			continue
+		}
+		collected, err := memstats(true)
+		if err != nil {
+			return err
+		}
+		if failed := <-done; failed > 0 {
+			return fmt.Errorf("%d of %d streams failed", failed, n)
+		}
+		fmt.Fprintf(w, "%-12s %16s %21s\n", "", "no collection", "after two collections")
+		fmt.Fprintf(w, "%-12s %16.1f %21.1f\n", "VmRSS", per(before.rss, held.rss), per(before.rss, collected.rss))
+		fmt.Fprintf(w, "%-12s %16.1f %21.1f\n", "HeapInuse", per(before.heap, held.heap), per(before.heap, collected.heap))
+		fmt.Fprintf(w, "%-12s %16.1f %21.1f\n", "StackInuse", per(before.stack, held.stack), per(before.stack, collected.stack))
+	}
 	return nil
 }
 
-// mem is what the gateway's /memstats tells, in bytes.
-type mem struct{ rss, heap, stack uint64 }
+// mem is what the gateway's /memstats tells: bytes, but for gcs, the count of
+// collections; alloc is every byte allocated so far.
+type mem struct{ rss, heap, stack, alloc, gcs uint64 }
 
 func memstats(collect bool) (mem, error) {
 	var m mem
@@ -118,13 +141,13 @@ func memstats(collect bool) (mem, error) {
 		return m, err
 	}
 	defer resp.Body.Close()
-	_, err = fmt.Fscan(resp.Body, &m.rss, &m.heap, &m.stack)
+	_, err = fmt.Fscan(resp.Body, &m.rss, &m.heap, &m.stack, &m.alloc, &m.gcs)
 	return m, err
 }
 
 // child runs the simulator or the gateway, the latter with /memstats on its
-// admin address: VmRSS, HeapInuse and StackInuse, after two collections
-// when gc=true.
+// admin address: VmRSS, HeapInuse, StackInuse, TotalAlloc and NumGC, after
+// two collections when gc=true.
 func child(what string) {
 	if what == "sim" {
 		if _, err := sim.Listen(simAddr, sim.Options{Name: "d1", BetaKey: "up"}); err != nil {
@@ -156,7 +179,7 @@ models: [{id: plain-model, upstreams: [d1]}]
 		}
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
-		fmt.Fprintln(w, vmRSS(), m.HeapInuse, m.StackInuse)
+		fmt.Fprintln(w, vmRSS(), m.HeapInuse, m.StackInuse, m.TotalAlloc, m.NumGC)
 	})
 	log.Fatal(http.ListenAndServe(adminAddr, nil))
 }
