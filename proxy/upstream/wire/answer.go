@@ -156,9 +156,11 @@ func (b *answerBody[C]) await() error {
 
 // sseReaderSize is the buffer an event stream's body is read through once its
 // head is read. The connection's reader (the deployment client's
-// ReadBufferSize, 8 KiB) is sized for an answer's head. A stream spends most
-// of its life waiting in a read, and the reader it waits in is held as long,
-// per open stream. Its events are small, and a read larger than the buffer
+// ReadBufferSize, 8 KiB) is sized for an answer's head. Over a plain TCP
+// connection the body holds the reader only while an event is read: it goes
+// back to sseReaders while the stream waits (see await). Under TLS the wait
+// is a read into it, and it is held for the stream's life. Its events are
+// small, and a read larger than the buffer
 // goes around it (bufio.Reader reads straight into the caller's slice when
 // its own is empty). A burst of events larger than the buffer can still take
 // one more read and write: at 1 KiB the harness's streams made up to 0.06

@@ -55,7 +55,10 @@
 //     stream's last events with the body's end, into one write to the client
 //     (docs/performance.md "The upstream read is the gateway's own", "A
 //     stream's end in one write"). An event stream's body moves to a 2 KiB
-//     reader once its head is read ("An idle stream's upstream reader").
+//     reader once its head is read ("An idle stream's upstream reader"),
+//     which it gives back to its pool while it waits for the next chunk on a
+//     plain TCP connection: the wait is rawio's, a peek that reads nothing
+//     ("An idle stream holds no reader").
 //
 // Trailers, a body read whole and every head it leaves are read by fasthttp's
 // public parser (ResponseHeader.Read, ReadTrailer, Response.ReadBody), as
