@@ -138,8 +138,12 @@ func (b *answerBody[C]) Await() bool {
 // used, still in the cache, not the stream's own, which a thousand other
 // streams' events have pushed out of it. Else the wait is a read into the
 // body's reader.
+//
+// The connection is the one the small reader reads from (src's), not asked
+// of fasthttp's handle: that is one more object an event would load, cold
+// under a thousand streams.
 func (b *answerBody[C]) await() error {
-	if dc, ok := b.cc.Conn().(*deadlineConn); ok && b.small {
+	if dc, ok := b.src.c.(*deadlineConn); ok && b.small {
 		if rc, ok := dc.Conn.(readyAwaiter); ok {
 			b.br.Reset(nil)
 			sseReaders.Put(b.br)
