@@ -19,7 +19,6 @@ import (
 	"github.com/modelgate/gateway/proxy/spend"
 	"github.com/modelgate/gateway/proxy/trace"
 	"github.com/modelgate/gateway/proxy/upstream"
-	"github.com/modelgate/gateway/store"
 )
 
 // endpoint names a client-facing endpoint, for errors, metrics and logs.
@@ -138,12 +137,12 @@ type call struct {
 	// means it answered the client itself.
 	onAnswer func(c *call, body []byte) bool
 
-	// Responses: the ownership record to write, the model inherited from a
-	// previous response, and the scan of a stream for the response id.
-	owned     store.Response
+	// Responses: the record of a stored create, nil otherwise (pooled apart:
+	// most calls need none), and the model inherited from a previous
+	// response. See responses.go.
+	record    *responseRecord
 	inherited string
 	recorded  bool
-	scanner   parse.Scanner
 	idBuf     []byte
 }
 
@@ -234,14 +233,14 @@ func (c *call) release() {
 	c.done, c.bodyDone, c.attempts = false, false, 0
 	c.sent, c.reached = false, false
 	c.onStream, c.onAnswer = nil, nil
-	c.owned, c.inherited, c.recorded = store.Response{}, "", false
+	c.releaseRecord()
+	c.inherited, c.recorded = "", false
 	c.status = 0
 	c.reason, c.cause = "", nil
 	c.firstByte, c.bytesOut, c.bodyLen = time.Time{}, 0, 0
 	c.sessionHash, c.hasSession = 0, false
 	// Ended by finish; a call released without one keeps none.
 	c.trace = trace.Call{}
-	c.scanner.Reset(0) // lets go of an event past the Scanner's bound
 	if cap(c.body) > maxPooledBody {
 		c.body = nil
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"sync"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
@@ -42,12 +43,13 @@ func (g *Gateway) responsesCreate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if !c.fields.NoStore {
-		c.owned = store.Response{Owner: c.keyID, Model: c.routeModelName()}
+		c.record = responseRecords.Get().(*responseRecord)
+		c.record.owned = store.Response{Owner: c.keyID, Model: c.routeModelName()}
 		c.onAnswer = recordFromBody
 		c.onStream = recordFromStream
 		// response.created may echo a large request (instructions, input):
 		// the id is read from it whatever its size, within the answer bound.
-		c.scanner.Reset(c.st.cfg.Limits.MaxResponseBytes)
+		c.record.scanner.Reset(c.st.cfg.Limits.MaxResponseBytes)
 	}
 	if dep != nil {
 		c.forwardTo(dep, "/responses", c.bodyWithoutSessionID(), c.fields.Stream)
@@ -152,9 +154,10 @@ func recordFromStream(c *call, p []byte) {
 	if c.status != 200 || c.recorded {
 		return
 	}
-	c.scanner.Feed(p)
+	scanner := &c.record.scanner
+	scanner.Feed(p)
 	for {
-		ev, ok, err := c.scanner.Next()
+		ev, ok, err := scanner.Next()
 		if err != nil || !ok {
 			if err != nil { // an event over the bound: the response cannot be recorded
 				c.recorded = true
@@ -177,15 +180,37 @@ func recordFromStream(c *call, p []byte) {
 			c.up.Abort("the gateway could not record the response")
 		}
 		for {
-			if _, ok, _ := c.scanner.Next(); !ok {
+			if _, ok, _ := scanner.Next(); !ok {
 				return
 			}
 		}
 	}
 }
 
+// responseRecord is what a stored create needs until its response id is
+// recorded: the ownership record to write, and the scan of a stream for the
+// id. A call takes one from responseRecords and gives it back on release.
+type responseRecord struct {
+	owned   store.Response
+	scanner parse.Scanner
+}
+
+var responseRecords = sync.Pool{New: func() any { return new(responseRecord) }}
+
+// releaseRecord gives the call's responseRecord back, if it has one.
+func (c *call) releaseRecord() {
+	rr := c.record
+	if rr == nil {
+		return
+	}
+	rr.owned = store.Response{}
+	rr.scanner.Reset(0) // lets go of an event past the Scanner's bound
+	c.record = nil
+	responseRecords.Put(rr)
+}
+
 func (c *call) recordResponse(id []byte) error {
-	rec := c.owned
+	rec := c.record.owned
 	rec.ID = string(id)
 	rec.Deployment = c.dep.Name()
 	rec.Created = c.g.now()

@@ -22,7 +22,7 @@ import (
 // is served as the answer comes, not as the buffer fills.
 //
 // A client that reads promptly never stalls, and pays nothing: a nil check
-// per read.
+// per read, and a pointer in the Relay (the read-ahead is pooled apart).
 
 // Stalls is a client connection that can say when a write to it finds no
 // room (see Relay.SetTail).
@@ -42,10 +42,13 @@ type sharedBody interface {
 	RestFits(n int) bool
 }
 
-// readAhead is a Relay's read-ahead. on and body are the relay goroutine's;
-// the rest is under mu while the read-ahead's goroutine runs.
+// readAhead is a Relay's read-ahead, pooled apart from the Relay (a relay
+// whose client reads promptly never takes one): taken when one starts, given
+// back when it ends (Relay.finishAhead). body and dep are the relay
+// goroutine's; the rest is under mu while the read-ahead's goroutine runs.
+// mu and cond are never reset: a readAhead is given back only once its
+// goroutine is done with them.
 type readAhead struct {
-	on   bool
 	body sharedBody
 	dep  *Deployment
 
@@ -61,6 +64,12 @@ type readAhead struct {
 	running, stop, ended bool
 }
 
+var aheadPool = sync.Pool{New: func() any {
+	a := new(readAhead)
+	a.cond.L = &a.mu
+	return a
+}}
+
 // heldBufs are read-ahead buffers; one of another size than the bound in
 // force is dropped.
 var heldBufs sync.Pool
@@ -69,24 +78,22 @@ var heldBufs sync.Pool
 // its rest may fit the deployment's bound. It is the client connection's
 // OnStall function: it runs inside a write to the client.
 func (r *Relay) stalled() {
-	a := &r.ahead
-	if a.on || r.broken || r.stream == nil || r.dep.maxHeld <= 0 {
+	if r.ahead != nil || r.broken || r.stream == nil || r.dep.maxHeld <= 0 {
 		return
 	}
 	body, ok := r.stream.(sharedBody)
 	if !ok || !body.RestFits(r.dep.maxHeld) {
 		return
 	}
+	a := aheadPool.Get().(*readAhead)
 	a.buf, _ = heldBufs.Get().(*[]byte)
 	if a.buf == nil || len(*a.buf) != r.dep.maxHeld {
 		b := make([]byte, r.dep.maxHeld)
 		a.buf = &b
 	}
-	if a.cond.L == nil {
-		a.cond.L = &a.mu
-	}
-	a.on, a.body, a.dep = true, body, r.dep
-	a.off, a.n, a.err, a.running, a.stop = 0, 0, nil, true, false
+	a.body, a.dep = body, r.dep
+	a.off, a.n, a.err, a.running, a.stop, a.ended = 0, 0, nil, true, false, false
+	r.ahead = a
 	body.Share()
 	go a.run()
 }
@@ -161,25 +168,29 @@ func (a *readAhead) halt() {
 	a.mu.Unlock()
 }
 
-// finish ends a spent or halted read-ahead: the body is the relay's again.
-func (a *readAhead) finish() {
-	if !a.on {
-		return
-	}
+// finishAhead ends a spent or halted read-ahead: the body is the relay's
+// again, and the read-ahead goes back to its pool (its goroutine is done).
+func (r *Relay) finishAhead() {
+	a := r.ahead
 	a.body.Unshare()
 	heldBufs.Put(a.buf)
-	a.on, a.body, a.dep, a.buf, a.err = false, nil, nil, nil, nil
-	a.off, a.n = 0, 0
+	if a.ended {
+		r.aheadEnded = true
+	}
+	a.body, a.dep, a.buf, a.err = nil, nil, nil, nil
+	a.off, a.n, a.ended = 0, 0, false
+	r.ahead = nil
+	aheadPool.Put(a)
 }
 
 // readBody reads the upstream body: from the read-ahead while there is one.
 func (r *Relay) readBody(p []byte) (int, error) {
-	if r.ahead.on {
-		n, done, err := r.ahead.read(p)
+	if a := r.ahead; a != nil {
+		n, done, err := a.read(p)
 		if !done {
 			return n, nil
 		}
-		r.ahead.finish()
+		r.finishAhead()
 		if err != nil {
 			return 0, err
 		}
@@ -208,11 +219,11 @@ func (r *Relay) endAhead() bool {
 		r.client.OnStall(nil)
 		r.client = nil
 	}
-	if r.ahead.on {
+	if r.ahead != nil {
 		r.ahead.halt()
-		r.ahead.finish()
+		r.finishAhead()
 	}
-	ended := r.ahead.ended
-	r.ahead.ended = false
+	ended := r.aheadEnded
+	r.aheadEnded = false
 	return ended
 }

@@ -36,7 +36,7 @@ func streamedHeld(r *Relay, held int) {
 
 // waitAhead waits until r's read-ahead goroutine is done.
 func waitAhead(r *Relay) {
-	a := &r.ahead
+	a := r.ahead
 	a.mu.Lock()
 	for a.running {
 		a.cond.Wait()

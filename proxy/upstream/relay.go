@@ -49,11 +49,15 @@ type Relay struct {
 	// asked (see identity.go).
 	ident       *parse.IdentityScanner
 	identWanted bool
+	// aheadEnded: a read-ahead read the body to its end, which ended the
+	// in-flight count (see endAhead).
+	aheadEnded bool
 
 	// ahead takes a finished answer off its connection while the client
-	// does not read; client is the client's connection that says so, and
-	// onStall the function it calls (see ahead.go).
-	ahead   readAhead
+	// does not read, nil unless one runs or holds bytes; client is the
+	// client's connection that says so, and onStall the function it calls
+	// (see ahead.go).
+	ahead   *readAhead
 	client  Stalls
 	onStall func()
 

@@ -90,7 +90,7 @@ func (r *Relay) breakOff(err error) {
 // error frame saying msg.
 func (r *Relay) Abort(msg string) {
 	r.broken = true
-	if !r.ahead.on { // else Close cuts the connection, unless the body was read to its end
+	if r.ahead == nil { // else Close cuts the connection, unless the body was read to its end
 		r.resp.SetConnectionClose()
 	}
 	r.pending = append(r.pending[:0], '\n', '\n')
@@ -269,7 +269,7 @@ type awaiter interface {
 // once, and reports whether it could wait so; the relay's own state
 // (broken, a read-ahead) is read without waiting.
 func (r *Relay) awaitBody() bool {
-	if r.broken || r.ahead.on {
+	if r.broken || r.ahead != nil {
 		return false
 	}
 	a, ok := r.stream.(awaiter)
@@ -286,8 +286,8 @@ type peeker interface {
 // data without waiting; false when that cannot be seen. During a read-ahead,
 // only what it holds is ready.
 func (r *Relay) upstreamReady() bool {
-	if r.ahead.on {
-		return r.ahead.ready()
+	if a := r.ahead; a != nil {
+		return a.ready()
 	}
 	p, ok := r.stream.(peeker)
 	return ok && p.Ready()
