@@ -66,11 +66,27 @@ func (e endpoint) String() string { return endpointNames[e] }
 // instead, before fasthttp frees it (hijack.go, dropRequestCtx): from then on
 // c.ctx is nil.
 type call struct {
-	g       *Gateway
-	st      *state
-	ctx     *fasthttp.RequestCtx
-	family  family.Family
-	ep      endpoint
+	g      *Gateway
+	st     *state
+	ctx    *fasthttp.RequestCtx
+	family family.Family
+	ep     endpoint
+	// The call's flags, side by side: apart, each would take eight bytes
+	// with its padding (see TestCallFitsItsSizeClass), and a count.
+	//
+	// inlined: the body to forward is the client's with stored files
+	// inlined. bodyDone: the request body was read to its end, or its rest
+	// is taken care of (see settleBody). hasSession: the call named a
+	// session (sessionHash). sent: the call was sent upstream; reached: its
+	// last send may have reached the provider (see chargedTokens). done: a
+	// streamed answer owns the call, and Close releases it. recorded: a
+	// Responses create's record is written, or cannot be (responses.go).
+	// attempts counts the sends of the call, a resend included (see try),
+	// in the flags' padding.
+	inlined, bodyDone, hasSession bool
+	sent, reached, done, recorded bool
+	attempts                      int32
+
 	keyID   string
 	access  *keys.Models // the models the key may use; nil all (see callerkeys.go)
 	fields  parse.Fields
@@ -83,13 +99,9 @@ type call struct {
 	spliced []byte
 	renamed []byte // the body with a deployment's own model name; see send
 	version string // the gamma path's {version}, for a deployment's own model name
-	inlined bool   // the body to forward is the client's with stored files inlined
 	status  int
 	// shares is the call's share of the request body budget (bodybudget.go).
 	shares bodyShares
-	// bodyDone: the request body was read to its end, or its rest is taken
-	// care of (see settleBody).
-	bodyDone bool
 
 	// asked is the model the client named, once the call fell back to
 	// another (nil before); nextFallback indexes asked.fallbacks; group is
@@ -103,25 +115,20 @@ type call struct {
 	firstByte   time.Time // when the first answer byte was ready (a stream's: up.FirstByte)
 	bytesOut    int64     // answer body bytes written (a stream's: up.Sent)
 	sessionHash uint64    // affinity.Hash of the session key, when there was one
-	hasSession  bool
-	cause       error // internal cause of a failure, logged, never shown
+	cause       error     // internal cause of a failure, logged, never shown
 
 	// ticket is the call's hold on its key's rate limits; see limits.go.
 	ticket ratelimit.Ticket
-	// hold is the call's reservation of its key's budgets; spent its cost
-	// and reserved what it had reserved, once settled (pico-USD); see spend.go.
-	hold            spend.Hold
+	// hold is the call's reservation of its key's budgets, nil unless one
+	// applies (pooled apart: most keys have none); spent its cost and
+	// reserved what it had reserved, once settled (pico-USD); see spend.go.
+	hold            *spend.Hold
 	spent, reserved int64
-	// sent: the call was sent upstream; reached: its last send may have
-	// reached the provider (see chargedTokens).
-	sent, reached bool
 	// trace holds the call's spans; off unless tracing is (see tracing.go).
 	trace trace.Call
 
 	// up is the upstream call and the relay of its answer.
-	up       upstream.Relay
-	attempts int  // sends of the call, a resend included (see try)
-	done     bool // a streamed answer owns the call: Close releases it
+	up upstream.Relay
 
 	// watch ends the upstream call through cancel when the client leaves
 	// while the call waits on its upstream (see clientconn.Conn.WatchPeer): from
@@ -142,7 +149,6 @@ type call struct {
 	// response. See responses.go.
 	record    *responseRecord
 	inherited string
-	recorded  bool
 	idBuf     []byte
 }
 
@@ -241,6 +247,7 @@ func (c *call) release() {
 	c.sessionHash, c.hasSession = 0, false
 	// Ended by finish; a call released without one keeps none.
 	c.trace = trace.Call{}
+	c.hold = nil // settled and given back by finish; one left here is dropped
 	if cap(c.body) > maxPooledBody {
 		c.body = nil
 	}

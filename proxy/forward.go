@@ -95,7 +95,7 @@ func (c *call) try(r *upstream.Route, i int, dep *upstream.Deployment, path stri
 func (c *call) again(r *upstream.Route, tried affinity.Set, i int, dep *upstream.Deployment, reason upstream.RetryReason, bodyLen int) (*upstream.Route, int, *upstream.Deployment) {
 	stale := reason == upstream.RetryStale
 	switch {
-	case !c.mayRetry(reason) || c.attempts >= c.st.cfg.Retry.Attempts:
+	case !c.mayRetry(reason) || int(c.attempts) >= c.st.cfg.Retry.Attempts:
 		return nil, -1, nil
 	case stale && c.up.StaleRetries > 0, !stale && r == nil:
 		return nil, -1, nil

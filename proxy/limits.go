@@ -48,7 +48,9 @@ func (g *Gateway) settleLimits(c *call) {
 // tokens limit, or to its key's money budgets (spend.go). It is the one
 // predicate behind what charging needs: reading the answer's usage, asking a
 // chat stream for it (asksUsage), and estimating usage that never came.
-func (c *call) chargesTokens() bool { return c.ticket.CountsTokens() || c.hold.Held() }
+func (c *call) chargesTokens() bool {
+	return c.ticket.CountsTokens() || c.hold != nil && c.hold.Held()
+}
 
 // asksUsage reports whether the call's request must ask its provider for the
 // usage of its stream: a beta chat stream whose tokens are charged and whose

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -140,6 +141,10 @@ func (c *call) prices() *spend.Prices {
 	return &mp.base
 }
 
+// holds are the calls' budget reservations, taken by the calls whose key
+// has a budget and given back once settled.
+var holds = sync.Pool{New: func() any { return new(spend.Hold) }}
+
 // reserveSpend reserves the call's estimated cost of its key's budgets,
 // answering a refusal itself. A call that makes no model generate (a
 // retrieve, an input tokens count) costs nothing and reserves nothing.
@@ -148,7 +153,8 @@ func (c *call) reserveSpend() bool {
 	if !generates[c.ep] || !l.Applies(c.keyID) {
 		return true
 	}
-	v := l.Reserve(c.keyID, c.estimatedCost(), &c.hold)
+	c.hold = holds.Get().(*spend.Hold)
+	v := l.Reserve(c.keyID, c.estimatedCost(), c.hold)
 	if !v.Refused && !v.Unavailable {
 		return true
 	}
@@ -266,8 +272,13 @@ func (g *Gateway) settleSpend(c *call) {
 	if p != nil && !p.Zero() {
 		c.spent = c.cost(p)
 	}
-	c.reserved = c.hold.Reserved()
-	g.spend.ledger.Settle(&c.hold, c.spent)
+	c.reserved = 0
+	if h := c.hold; h != nil {
+		c.reserved = h.Reserved()
+		g.spend.ledger.Settle(h, c.spent) // which resets h
+		c.hold = nil
+		holds.Put(h)
+	}
 	if c.spent > 0 {
 		g.spend.meter.Add(c.keyID, c.model.id, c.spent)
 	}

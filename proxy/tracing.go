@@ -72,7 +72,7 @@ func (c *call) traceAttempt(dep *upstream.Deployment) {
 		return
 	}
 	c.trace.StartAttempt(&trace.Attempt{Operation: operations[c.ep], Provider: dep.Provider(),
-		Model: loggedModel(c), Deployment: dep.Name(), Address: dep.Addr(), N: c.attempts})
+		Model: loggedModel(c), Deployment: dep.Name(), Address: dep.Addr(), N: int(c.attempts)})
 	if c.trace.Sampled() {
 		c.up.ReadIdentity() // a stream's id and model, read as it is relayed
 	}
@@ -91,7 +91,7 @@ func (c *call) traceEnd(status int, now time.Time) {
 		return
 	}
 	o := trace.Outcome{Operation: operations[c.ep], RequestModel: loggedModel(c), Status: status,
-		ErrorType: c.reason, KeyID: c.keyID, Deployment: deploymentName(c.dep), Attempts: c.attempts,
+		ErrorType: c.reason, KeyID: c.keyID, Deployment: deploymentName(c.dep), Attempts: int(c.attempts),
 		FirstByte: c.firstByteAt(), End: now}
 	if c.dep != nil {
 		o.Provider = c.dep.Provider()
