@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -255,54 +253,39 @@ func TestFlushAwaitUpstreamClosedFirst(t *testing.T) {
 	}
 }
 
-// A request's write buffer goes back to the pool once the request is
-// flushed, before its answer is awaited: calls that all wait for their
-// answers at once do not hold a buffer each (a burst of streams opening, each
-// waiting for its head). Here 32 calls wait together, through buffers of
-// 64 KiB: held through the wait, they would take 2 MiB.
+// A request's write buffer goes back to its pool once the request is
+// flushed, inside the wait's first step, before the wait for the answer:
+// calls that all wait for their answers at once (a burst of streams opening,
+// each waiting for its head) do not hold a buffer each.
 func TestWriterNotHeldWhileAnswerAwaited(t *testing.T) {
-	const calls, size = 32, 64 << 10
-	var arrived sync.WaitGroup
-	arrived.Add(calls)
-	all := make(chan struct{})
-	ln := wiretest.AcceptEach(t, func(c net.Conn) {
-		go func() {
-			defer c.Close()
-			var req fasthttp.Request
-			if err := req.Read(bufio.NewReader(c)); err != nil {
-				return
-			}
-			arrived.Done()
-			<-all
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		}()
-	})
-	go func() { arrived.Wait(); close(all) }()
-	d := &dialer{connect: time.Minute, firstByte: time.Minute, idle: time.Minute}
-	client := &fasthttp.HostClient{Addr: ln.Addr().String(), Dial: d.Dial, Transport: answerTransport,
-		MaxConns: calls, WriteBufferSize: size}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	errs := make(chan error, calls)
-	for range calls {
-		go func() {
-			req, resp := get("/"), fasthttp.AcquireResponse()
-			err := req.Do(client, resp, nil, false)
-			if err == nil && string(resp.Body()) != "ok" {
-				err = fmt.Errorf("answer %q", resp.Body())
-			}
-			ReleaseRequest(req)
-			fasthttp.ReleaseResponse(resp)
-			errs <- err
-		}()
+	c, cc, raw := newAwaitConn()
+	bw := bufio.NewWriter(c)
+	bw.WriteString("POST / HTTP/1.1\r\n\r\n")
+	pool := &recordingPool{raw: raw, conn: cc}
+	if err := c.flushAwait(bw, pool); err != nil {
+		t.Fatal(err)
 	}
-	for range calls {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
+	if len(pool.released) != 1 || pool.released[0] != (release{bw: bw, steps: 0, writes: 1}) {
+		t.Fatalf("released %+v; want the buffer once, flushed, inside the first step (before the wait)", pool.released)
 	}
-	runtime.ReadMemStats(&after)
-	if got := after.TotalAlloc - before.TotalAlloc; got > calls/2*size {
-		t.Fatalf("%d calls awaiting their answers allocated %d bytes: their %d-byte write buffers were held", calls, got, size)
+	if len(raw.steps) != 2 || raw.steps[0].done {
+		t.Fatalf("steps %+v; want the wait after the flush", raw.steps)
 	}
+}
+
+// recordingPool records each buffer given back to it, with how many of the
+// wait's steps had ended and how many writes had reached the connection.
+type recordingPool struct {
+	raw      *scriptedRaw
+	conn     *countingConn
+	released []release
+}
+
+type release struct {
+	bw            *bufio.Writer
+	steps, writes int
+}
+
+func (p *recordingPool) ReleaseWriter(bw *bufio.Writer) {
+	p.released = append(p.released, release{bw: bw, steps: len(p.raw.steps), writes: p.conn.writes})
 }

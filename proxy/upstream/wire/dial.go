@@ -166,11 +166,11 @@ type deadlineConn struct {
 	peekStep func(uintptr)
 	peekBuf  [1]byte
 	peekDead bool
-	// step, pending, pendingHC and flushErr are flushAwait's, kept here so
+	// step, pending, pendingTo and flushErr are flushAwait's, kept here so
 	// that a call allocates nothing.
 	step      func(uintptr) bool
 	pending   *bufio.Writer
-	pendingHC *fasthttp.HostClient
+	pendingTo writerPool
 	flushErr  error
 	// counted is set while the connection counts in OpenConns.
 	counted atomic.Bool
@@ -372,39 +372,39 @@ const awaitAfter = time.Second
 // early) and on a connection that is new or was read from within
 // awaitAfter; otherwise it flushes and the read finds what is there.
 //
-// bw goes back to hc (when hc is not nil) once flushed, before the wait: a
+// bw goes back to pool (when not nil) once flushed, before the wait: a
 // request's write buffer (8 KiB) is not held while its answer is awaited,
 // which for a stream is until its head comes, and a burst of streams opening
 // at once would hold as many buffers as streams are waiting (256 in the
 // harness's llm-streams: 2 MB, whose pages stay in the process).
-func (c *deadlineConn) flushAwait(bw *bufio.Writer, hc *fasthttp.HostClient) error {
+func (c *deadlineConn) flushAwait(bw *bufio.Writer, pool writerPool) error {
 	if c.raw == nil || c.awaiting {
-		return flushRelease(bw, hc)
+		return flushRelease(bw, pool)
 	}
 	at := c.sendAt // the transport's reading, for the check and the deadline
 	if at.IsZero() {
 		at = now()
 	}
 	if c.answers > 0 && at.Sub(c.lastRead) > awaitAfter {
-		return flushRelease(bw, hc)
+		return flushRelease(bw, pool)
 	}
 	c.awaiting = true // the answer's deadline, armed before the wait
 	err := c.armReadAt(at)
 	c.awaiting = false // Write decides whether the connection is reused
 	if err != nil {
-		releaseWriter(bw, hc)
+		releaseWriter(bw, pool)
 		return err
 	}
 	c.awaitArmed = true // the head's reads keep this deadline
 	if c.step == nil {
 		c.step = c.flushStep // one method value per connection, not per call
 	}
-	c.pending, c.pendingHC, c.flushErr = bw, hc, nil
+	c.pending, c.pendingTo, c.flushErr = bw, pool, nil
 	_ = c.raw.Read(c.step)
 	if c.pending != nil { // the wait failed before the step ran
-		releaseWriter(c.pending, c.pendingHC)
+		releaseWriter(c.pending, c.pendingTo)
 	}
-	err, c.pending, c.pendingHC, c.flushErr = c.flushErr, nil, nil, nil
+	err, c.pending, c.pendingTo, c.flushErr = c.flushErr, nil, nil, nil
 	return err
 }
 
@@ -417,21 +417,25 @@ func (c *deadlineConn) flushStep(uintptr) bool {
 	}
 	bw := c.pending
 	c.pending = nil
-	c.flushErr = flushRelease(bw, c.pendingHC)
+	c.flushErr = flushRelease(bw, c.pendingTo)
 	return c.flushErr != nil
 }
 
-// flushRelease flushes bw and gives it back to hc, when hc is not nil.
-func flushRelease(bw *bufio.Writer, hc *fasthttp.HostClient) error {
+// writerPool is where a request's write buffer goes back: the deployment's
+// fasthttp.HostClient.
+type writerPool interface{ ReleaseWriter(*bufio.Writer) }
+
+// flushRelease flushes bw and gives it back to pool, when pool is not nil.
+func flushRelease(bw *bufio.Writer, pool writerPool) error {
 	err := bw.Flush()
-	releaseWriter(bw, hc)
+	releaseWriter(bw, pool)
 	return err
 }
 
-// releaseWriter gives bw back to hc, when hc is not nil.
-func releaseWriter(bw *bufio.Writer, hc *fasthttp.HostClient) {
-	if hc != nil {
-		hc.ReleaseWriter(bw)
+// releaseWriter gives bw back to pool, when pool is not nil.
+func releaseWriter(bw *bufio.Writer, pool writerPool) {
+	if pool != nil {
+		pool.ReleaseWriter(bw)
 	}
 }
 
