@@ -135,15 +135,15 @@ type deadlineConn struct {
 	// trickle; and for a body that must come whole within idle, once its
 	// first read waits (whole; see headRead, pinIdle).
 	pinned, whole bool
-	// answers counts the answers whose first byte was read: a request
-	// written when it is not zero goes over a reused connection.
-	answers int
-	reused  bool // the request being served went over a reused connection
+	reused        bool // the request being served went over a reused connection
 	// stale records that the request being served failed on a reused
 	// connection before any byte of its answer: the upstream had closed it
 	// while idle. See Stale.
 	stale bool
-	local connAddr
+	// answers counts the answers whose first byte was read: a request
+	// written when it is not zero goes over a reused connection.
+	answers int
+	local   connAddr
 	// deadline is the read deadline in force; it is moved only when the
 	// wanted one is later by more than a sixteenth of the timeout, so a busy
 	// stream does not re-arm a timer on every read. writeDeadline is the
