@@ -113,10 +113,10 @@ func (b *answerBody[C]) readChunked(p []byte) (int, error) {
 
 // Await waits until the next Read returns without waiting for the network,
 // with what the connection brought or the error its read met, and reports
-// whether it could: only a chunked body, between its chunks, waits so (in
-// the size line's read, into the body's own reader). The caller of an
-// event stream then needs no buffer of its own while the stream idles, and
-// reads what came in one Read.
+// whether it could: only a chunked body, between its chunks, waits so (see
+// await: without a reader over plain TCP, else in a read into the body's own
+// reader). The caller of an event stream then needs no buffer of its own
+// while the stream idles, and reads what came in one Read.
 func (b *answerBody[C]) Await() bool {
 	if b.done || b.length != -1 || b.left != 0 {
 		return false

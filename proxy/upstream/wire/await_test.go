@@ -79,7 +79,7 @@ func TestFlushAwaitWritesInsideTheWait(t *testing.T) {
 	c, cc, raw := newAwaitConn()
 	bw := bufio.NewWriter(c)
 	bw.WriteString("POST / HTTP/1.1\r\n\r\n")
-	if err := c.flushAwait(bw, nil); err != nil {
+	if err := c.flushAwait(bw, droppingPool{}); err != nil {
 		t.Fatal(err)
 	}
 	want := []rawStep{{done: false, before: 0, after: 1}, {done: true, before: 1, after: 1}}
@@ -105,7 +105,7 @@ func TestRequestDeadlinesShareOneReading(t *testing.T) {
 	c.beginSend(at)
 	bw := bufio.NewWriter(c)
 	bw.WriteString("POST / HTTP/1.1\r\n\r\n")
-	if err := c.flushAwait(bw, nil); err != nil || len(raw.steps) != 2 {
+	if err := c.flushAwait(bw, droppingPool{}); err != nil || len(raw.steps) != 2 {
 		t.Fatalf("err %v, steps %+v; want a wait", err, raw.steps)
 	}
 	if !c.writeDeadline.Equal(at.Add(c.write)) || !c.deadline.Equal(at.Add(c.firstByte)) {
@@ -138,7 +138,7 @@ func TestFlushAwaitFailedFlush(t *testing.T) {
 	cc.err = errors.New("broken pipe")
 	bw := bufio.NewWriter(c)
 	bw.WriteString("POST / HTTP/1.1\r\n\r\n")
-	if err := c.flushAwait(bw, nil); err == nil || err.Error() != "broken pipe" {
+	if err := c.flushAwait(bw, droppingPool{}); err == nil || err.Error() != "broken pipe" {
 		t.Fatalf("err %v, want broken pipe", err)
 	}
 	if len(raw.steps) != 1 || !raw.steps[0].done {
@@ -163,7 +163,7 @@ func TestFlushAwaitOnlyWhereNothingCanBeUnread(t *testing.T) {
 			before := cc.writes
 			bw := bufio.NewWriter(c)
 			bw.WriteString("\r\n")
-			if err := c.flushAwait(bw, nil); err != nil {
+			if err := c.flushAwait(bw, droppingPool{}); err != nil {
 				t.Fatal(err)
 			}
 			if len(raw.steps) != 0 || cc.writes != before+1 {
@@ -176,7 +176,7 @@ func TestFlushAwaitOnlyWhereNothingCanBeUnread(t *testing.T) {
 	c.answers, c.lastRead = 3, time.Now()
 	bw := bufio.NewWriter(c)
 	bw.WriteString("\r\n")
-	if err := c.flushAwait(bw, nil); err != nil || len(raw.steps) != 2 {
+	if err := c.flushAwait(bw, droppingPool{}); err != nil || len(raw.steps) != 2 {
 		t.Fatalf("err %v, steps %+v; want a wait", err, raw.steps)
 	}
 }
@@ -272,6 +272,11 @@ func TestWriterNotHeldWhileAnswerAwaited(t *testing.T) {
 		t.Fatalf("steps %+v; want the wait after the flush", raw.steps)
 	}
 }
+
+// droppingPool is a writerPool that drops what it is given.
+type droppingPool struct{}
+
+func (droppingPool) ReleaseWriter(*bufio.Writer) {}
 
 // recordingPool records each buffer given back to it, with how many of the
 // wait's steps had ended and how many writes had reached the connection.

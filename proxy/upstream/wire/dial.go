@@ -372,7 +372,7 @@ const awaitAfter = time.Second
 // early) and on a connection that is new or was read from within
 // awaitAfter; otherwise it flushes and the read finds what is there.
 //
-// bw goes back to pool (when not nil) once flushed, before the wait: a
+// bw goes back to pool once flushed, before the wait: a
 // request's write buffer (8 KiB) is not held while its answer is awaited,
 // which for a stream is until its head comes, and a burst of streams opening
 // at once would hold as many buffers as streams are waiting (256 in the
@@ -392,7 +392,7 @@ func (c *deadlineConn) flushAwait(bw *bufio.Writer, pool writerPool) error {
 	err := c.armReadAt(at)
 	c.awaiting = false // Write decides whether the connection is reused
 	if err != nil {
-		releaseWriter(bw, pool)
+		pool.ReleaseWriter(bw)
 		return err
 	}
 	c.awaitArmed = true // the head's reads keep this deadline
@@ -402,7 +402,7 @@ func (c *deadlineConn) flushAwait(bw *bufio.Writer, pool writerPool) error {
 	c.pending, c.pendingTo, c.flushErr = bw, pool, nil
 	_ = c.raw.Read(c.step)
 	if c.pending != nil { // the wait failed before the step ran
-		releaseWriter(c.pending, c.pendingTo)
+		c.pendingTo.ReleaseWriter(c.pending)
 	}
 	err, c.pending, c.pendingTo, c.flushErr = c.flushErr, nil, nil, nil
 	return err
@@ -425,18 +425,11 @@ func (c *deadlineConn) flushStep(uintptr) bool {
 // fasthttp.HostClient.
 type writerPool interface{ ReleaseWriter(*bufio.Writer) }
 
-// flushRelease flushes bw and gives it back to pool, when pool is not nil.
+// flushRelease flushes bw and gives it back to pool.
 func flushRelease(bw *bufio.Writer, pool writerPool) error {
 	err := bw.Flush()
-	releaseWriter(bw, pool)
+	pool.ReleaseWriter(bw)
 	return err
-}
-
-// releaseWriter gives bw back to pool, when pool is not nil.
-func releaseWriter(bw *bufio.Writer, pool writerPool) {
-	if pool != nil {
-		pool.ReleaseWriter(bw)
-	}
 }
 
 // probeAfter is how long a pooled connection must have been idle for
