@@ -91,42 +91,37 @@ func run(w io.Writer, n, events int, delay time.Duration, rounds int) error {
 	}
 	per := func(a, b uint64) float64 { return (float64(b) - float64(a)) / float64(n) / 1024 }
 	fmt.Fprintf(w, "%d streams, KiB per stream, from before the first round\n", n)
-	var held mem
+	var held, collected mem
 	for round := 1; round <= rounds; round++ {
+		start, err := memstats(false)
+		if err != nil {
+			return err
+		}
 		open := make(chan struct{}, n)
 		done := make(chan int)
 		go func() { done <- openStreams(n, events, delay, open) }()
 		for range n {
 			<-open
 		}
-		was := held
 		if held, err = memstats(false); err != nil {
 			return err
 		}
-		if round == 1 {
-			was = before
-		}
-		fmt.Fprintf(w, "round %d, every stream open: VmRSS %.1f, HeapInuse %.1f, StackInuse %.1f; this round allocated %.1f an opening, %d collections\n",
-			round, per(before.rss, held.rss), per(before.heap, held.heap), per(before.stack, held.stack),
-			per(was.alloc, held.alloc), held.gcs-was.gcs)
-		if round < rounds {
-			if failed := <-done; failed > 0 {
-				return fmt.Errorf("%d of %d streams failed", failed, n)
+		if round == rounds {
+			if collected, err = memstats(true); err != nil {
+				return err
 			}
-			continue
-		}
-		collected, err := memstats(true)
-		if err != nil {
-			return err
 		}
 		if failed := <-done; failed > 0 {
 			return fmt.Errorf("%d of %d streams failed", failed, n)
 		}
-		fmt.Fprintf(w, "%-12s %16s %21s\n", "", "no collection", "after two collections")
-		fmt.Fprintf(w, "%-12s %16.1f %21.1f\n", "VmRSS", per(before.rss, held.rss), per(before.rss, collected.rss))
-		fmt.Fprintf(w, "%-12s %16.1f %21.1f\n", "HeapInuse", per(before.heap, held.heap), per(before.heap, collected.heap))
-		fmt.Fprintf(w, "%-12s %16.1f %21.1f\n", "StackInuse", per(before.stack, held.stack), per(before.stack, collected.stack))
+		fmt.Fprintf(w, "round %d, every stream open: VmRSS %.1f, HeapInuse %.1f, StackInuse %.1f; this round allocated %.1f an opening, %d collections\n",
+			round, per(before.rss, held.rss), per(before.heap, held.heap), per(before.stack, held.stack),
+			per(start.alloc, held.alloc), held.gcs-start.gcs)
 	}
+	fmt.Fprintf(w, "%-12s %16s %21s\n", "", "no collection", "after two collections")
+	fmt.Fprintf(w, "%-12s %16.1f %21.1f\n", "VmRSS", per(before.rss, held.rss), per(before.rss, collected.rss))
+	fmt.Fprintf(w, "%-12s %16.1f %21.1f\n", "HeapInuse", per(before.heap, held.heap), per(before.heap, collected.heap))
+	fmt.Fprintf(w, "%-12s %16.1f %21.1f\n", "StackInuse", per(before.stack, held.stack), per(before.stack, collected.stack))
 	return nil
 }
 
