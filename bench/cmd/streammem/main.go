@@ -16,6 +16,14 @@
 //
 //	go run ./bench/cmd/streammem -streams 1000 [-rounds 3]
 //
+// With -hold, the last round's streams are held that long once measured
+// (give them events enough to last: -events), and the gateway child serves
+// Go's profiles on its admin address meanwhile; with every allocation
+// sampled, its heap profile tells what each stream keeps:
+//
+//	GODEBUG=memprofilerate=1 go run ./bench/cmd/streammem -streams 1000 -events 60 -hold 30s
+//	go tool pprof -sample_index=inuse_space -top 'http://127.0.0.1:18603/debug/pprof/heap?gc=1'
+//
 // The figures of docs/performance.md's "What a burst of openings leaves" are
 // its output. It is a measuring tool, not part of the gateway.
 package main
@@ -29,6 +37,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	_ "net/http/pprof" // the gateway child's profiles, for -hold
 	"os"
 	"os/exec"
 	"runtime"
@@ -51,8 +60,9 @@ func main() {
 	events := flag.Int("events", 8, "events of each stream after its first")
 	delay := flag.Duration("delay", time.Second, "pause between a stream's events")
 	rounds := flag.Int("rounds", 1, "rounds of streams, each opened once the last one's ended, as the harness's rounds of a size")
+	hold := flag.Duration("hold", 0, "how long to hold the last round's streams once measured, for the gateway's profiles")
 	flag.Parse()
-	if err := run(os.Stdout, *streams, *events, *delay, *rounds); err != nil {
+	if err := run(os.Stdout, *streams, *events, *delay, *rounds, *hold); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -64,7 +74,7 @@ const (
 	adminAddr = "127.0.0.1:18603"
 )
 
-func run(w io.Writer, n, events int, delay time.Duration, rounds int) error {
+func run(w io.Writer, n, events int, delay time.Duration, rounds int, hold time.Duration) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -109,6 +119,10 @@ func run(w io.Writer, n, events int, delay time.Duration, rounds int) error {
 		if round == rounds {
 			if collected, err = memstats(true); err != nil {
 				return err
+			}
+			if hold > 0 {
+				fmt.Fprintf(w, "holding the streams %v: profiles at http://%s/debug/pprof/\n", hold, adminAddr)
+				time.Sleep(hold)
 			}
 		}
 		if failed := <-done; failed > 0 {
