@@ -26,8 +26,13 @@ import (
 // goroutine. fasthttp frees the connection's read buffer (8 KiB) and the
 // RequestCtx only once that handler returns, so serve takes what the reader
 // holds past the stream's request, detaches the connection from fasthttp's
-// Close (clientconn.Conn.Detach), starts the stream on a goroutine of its
-// own, whose stack starts small, and returns. The call no longer has the
+// Close (clientconn.Conn.Detach), hands the stream to a resumer (a goroutine
+// that runs streams' steps, see resumeStream) and returns. Between its
+// events a stream holds no goroutine at all: where it would wait for its
+// upstream's next bytes, the upstream connection is parked
+// (rawio.Conn.Park) and the park's Wake hands the stream to a resumer again
+// (see relay). An idle stream is then its state on the heap and its two
+// sockets, not a goroutine's stack (4 KiB at least) as well. The call no longer has the
 // RequestCtx from then on (call.dropRequestCtx). The stream writes the head
 // fasthttp would have written, byte for byte (its bytes built by fasthttp
 // from the response, with the answer's lines spliced in: see
@@ -227,8 +232,8 @@ type heldStream struct {
 	flushHead bool    // the head leaves at once, not with the first events
 	keep      bool    // the head did not say Connection: close
 	taken     bool    // the bytes the server's reader held past the request were taken
+	started   bool    // the relay began: the head left when flushHead asked
 	run       func(net.Conn)
-	write     func()
 }
 
 var heldStreamPool sync.Pool
@@ -238,9 +243,8 @@ func acquireHeldStream() *heldStream {
 		return hs
 	}
 	hs := new(heldStream)
-	// Made once: the hijack handler and the stream's goroutine cost no
-	// closure a stream.
-	hs.run, hs.write = hs.serve, hs.writeStream
+	// Made once: the hijack handler costs no closure a stream.
+	hs.run = hs.serve
 	return hs
 }
 
@@ -258,7 +262,7 @@ func (hs *heldStream) serve(conn net.Conn) {
 	hs.c.dropBodies()
 	hs.taken = hs.cc.TakeBuffered(conn)
 	hs.cc.Detach()
-	go hs.write()
+	resumeStream(hs)
 }
 
 // writeStream writes the stream, ends the call, and then serves the
@@ -269,9 +273,12 @@ func (hs *heldStream) serve(conn net.Conn) {
 // returns).
 func (hs *heldStream) writeStream() {
 	g := hs.c.g
-	whole := hs.relay()
+	whole, parked := hs.relay()
+	if parked {
+		return // its Wake goes on (see relay)
+	}
 	keep, cc, srv := hs.keep && whole && hs.taken, hs.cc, hs.srv
-	hs.c, hs.cc, hs.srv = nil, nil, nil
+	hs.c, hs.cc, hs.srv, hs.started = nil, nil, nil, false
 	heldStreamPool.Put(hs)
 	cc.Attach() // fasthttp's Close after serve has come: the next one closes
 	if g.streams.end() && keep && (cc.NextBuffered() || g.streams.awaitRequest(cc, srv)) && !g.obs.draining.Load() {
@@ -291,26 +298,75 @@ func (hs *heldStream) writeStream() {
 func (c *call) dropRequestCtx() { c.ctx, c.group, c.version = nil, nil, "" }
 
 // relay writes the head and the body, then ends the call, and reports
-// whether the stream was written whole. A panic in the relay ends the call
-// as fasthttp's recovery of a body stream's would, and the connection
+// whether the stream was written whole; or it reports parked: the stream
+// waits for its upstream's next bytes with no goroutine (see
+// upstream.Relay.RelayEvents), and its Wake runs writeStream again, on a
+// resumer, to go on from there. Until then nothing of the stream may be
+// touched: the Wake may have come already. A panic in the relay ends the
+// call as fasthttp's recovery of a body stream's would, and the connection
 // closes.
-func (hs *heldStream) relay() (whole bool) {
+func (hs *heldStream) relay() (whole, parked bool) {
 	c := hs.c
 	defer func() {
 		if v := recover(); v != nil {
 			c.g.log.Error("BUG: stream relay panicked", "panic", panicSummary(v))
-			whole = false
+			whole, parked = false, false
 		}
-		hs.dropHead()
-		c.Close()
+		if !parked {
+			hs.dropHead()
+			c.Close()
+		}
 	}()
-	if hs.flushHead && hs.writeHead() != nil {
-		return false
+	if !hs.started {
+		hs.started = true
+		if hs.flushHead && hs.writeHead() != nil {
+			return false, false
+		}
 	}
-	if _, err := c.WriteTo(hs); err != nil {
-		return false
+	_, parked, err := c.up.RelayEvents(hs, hs)
+	if parked || err != nil {
+		return false, parked
 	}
-	return hs.writeEnd() == nil
+	return hs.writeEnd() == nil, false
+}
+
+// Wake goes on with a parked stream (see relay): from the parker's
+// goroutine, a timer's or a cancel's, which must not block.
+func (hs *heldStream) Wake() { resumeStream(hs) }
+
+// resumes hands a stream to an idle resumer: a goroutine that runs streams'
+// steps, from their start (see serve) or a park's Wake, one after another,
+// on a stack already grown for them. idleResumers counts the resumers that
+// wait on it; past maxIdleResumers a resumer ends instead of waiting.
+var (
+	resumes      = make(chan *heldStream)
+	idleResumers atomic.Int32
+)
+
+// maxIdleResumers bounds the resumers kept waiting. A stream's step holds
+// one for the few microseconds of an event, or while the client's socket
+// takes its write; a burst of more steps starts more, which end after it.
+const maxIdleResumers = 16
+
+// resumeStream has hs's next step run on a resumer, without waiting.
+func resumeStream(hs *heldStream) {
+	select {
+	case resumes <- hs:
+	default:
+		go resumer(hs)
+	}
+}
+
+func resumer(hs *heldStream) {
+	for {
+		hs.writeStream()
+		if idleResumers.Add(1) > maxIdleResumers {
+			idleResumers.Add(-1)
+			return
+		}
+		hs = <-resumes
+		idleResumers.Add(-1)
+	}
 }
 
 // chunkFraming is the most a chunk's framing takes: its size in hex, CRLF

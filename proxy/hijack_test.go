@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/modelgate/gateway/proxy/accesslog"
+	"github.com/modelgate/gateway/proxy/rawio"
 	"github.com/modelgate/gateway/proxy/trace/tracetest"
 )
 
@@ -279,14 +281,47 @@ func TestStreamLetsGoOfTheServersReader(t *testing.T) {
 	}
 }
 
+// A stream that waits for its upstream's next event holds no goroutine: its
+// connection is parked (rawio.Conn.Park), and a resumer goes on with it once
+// the event comes. The stream's frames are looked for among the goroutines'
+// stacks while it waits between two events 2 s apart; it is then read whole.
+func TestIdleStreamHoldsNoGoroutine(t *testing.T) {
+	e := newEnv(t, nil)
+	conn := dialGateway(t, e)
+	br := bufio.NewReader(conn)
+	body := `{"model":"plain-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	parks := rawio.Parks()
+	io.WriteString(conn, rawChat(keyA, "x-sim-first-event: 300ms\r\nx-sim-events: 3\r\nx-sim-event-delay: 2s\r\n", body))
+	var resp fasthttp.Response
+	if err := resp.Header.Read(br); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second) // an outcome awaited, not a speed
+	for rawio.Parks() == parks || goroutineRuns("(*heldStream).relay(") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a goroutine holds the waiting stream (%d parks)", rawio.Parks()-parks)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := e.gw.openStreams(); n != 1 {
+		t.Fatalf("%d streams open, want the one", n)
+	}
+	if rest := readChunkedBody(t, br); !bytes.HasSuffix(rest, []byte("data: [DONE]\n\n")) {
+		t.Fatalf("the stream was cut: %q", rest)
+	}
+}
+
 // hijackHandlerRuns reports whether a goroutine runs heldStream.serve.
-func hijackHandlerRuns() bool {
+func hijackHandlerRuns() bool { return goroutineRuns("(*heldStream).serve(") }
+
+// goroutineRuns reports whether a goroutine's stack has the frame.
+func goroutineRuns(frame string) bool {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
 			// A frame is "pkg.(*T).m(args)"; "created by pkg.(*T).m in ..." is not one.
-			return bytes.Contains(buf[:n], []byte("(*heldStream).serve("))
+			return bytes.Contains(buf[:n], []byte(frame))
 		}
 		buf = make([]byte, 2*len(buf))
 	}
@@ -409,5 +444,41 @@ func TestStreamLetsGoOfItsRequestBody(t *testing.T) {
 	}
 	if n := e.gw.openStreams(); n != 1 {
 		t.Fatalf("%d streams open, want the one", n)
+	}
+}
+
+// A stream whose upstream stops between two events is ended at the idle
+// timeout while it is parked: the park's deadline wakes it (no goroutine
+// waits on the connection's own), the client gets the family's error frame
+// and the end of the body, and the upstream connection is closed.
+func TestParkedStreamIdleTimeout(t *testing.T) {
+	closed := make(chan struct{})
+	up := tcpUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		var req fasthttp.Request
+		if req.Read(br) != nil {
+			return
+		}
+		event := "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[]}\n\n"
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(event), event)
+		io.Copy(io.Discard, br) // until the gateway closes it
+		close(closed)
+	})
+	addr := gatewayFor(t, up, "timeouts: {first_byte: 10s, idle: 300ms}")
+	parks := rawio.Parks()
+	answers, bodies := exchange(t, addr, "POST /v1/router/beta/v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"+
+		"Authorization: Bearer key-1\r\nConnection: close\r\nContent-Length: 41\r\n\r\n"+`{"model":"m","stream":true,"messages":[]}`)
+	if len(answers) != 1 || answers[0].StatusCode != 200 {
+		t.Fatalf("want one 200 stream, got %d answers %q", len(answers), bodies)
+	}
+	if !strings.Contains(bodies[0], `"c1"`) || !strings.Contains(bodies[0], "error") {
+		t.Fatalf("want the event, then an error frame: %q", bodies[0])
+	}
+	if rawio.Parks() == parks {
+		t.Fatal("the stream never parked")
+	}
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upstream connection was not closed")
 	}
 }

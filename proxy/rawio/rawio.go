@@ -52,6 +52,8 @@ type Conn struct {
 	remote net.Addr
 	// stall is OnStall's function, or nil.
 	stall atomic.Pointer[func()]
+	// park is the connection's Parking once it parked (see Park).
+	park atomic.Pointer[Parking]
 }
 
 // op is the state of one direction: the step handed to RawConn's Read or

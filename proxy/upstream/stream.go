@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelgate/gateway/parse"
 	"github.com/modelgate/gateway/proxy/family"
+	"github.com/modelgate/gateway/proxy/rawio"
 )
 
 // Read relays the upstream body. An SSE stream that the upstream fails or
@@ -174,6 +175,52 @@ func (r *Relay) writeEventsTo(w io.Writer) (int64, error) {
 			return written, err
 		}
 	}
+}
+
+// RelayEvents is writeEventsTo for a writer that can go on without a
+// goroutine of its own: where a round would wait for the upstream's next
+// bytes with nothing buffered, the upstream body parks its connection
+// instead (see the wire's answerBody.Park), and RelayEvents returns parked;
+// wk's Wake comes once the bytes come (or the read's deadline passes, or the
+// call is canceled), from another goroutine, which calls RelayEvents again
+// to go on. The caller must not touch the Relay between the return and the
+// Wake. An SSE body that cannot park (under TLS, or read ahead) is relayed as
+// by WriteTo, to its end.
+func (r *Relay) RelayEvents(w io.Writer, wk rawio.Waker) (written int64, parked bool, err error) {
+	if !r.sse {
+		written, err = r.WriteTo(w)
+		return written, false, err
+	}
+	for {
+		if r.park(wk) {
+			return written, true, nil
+		}
+		n, err := r.relayEvents(w)
+		written += n
+		if err == io.EOF {
+			r.holdTail()
+			return written, false, nil
+		}
+		if err != nil {
+			return written, false, err
+		}
+	}
+}
+
+// parker is a streamed body that can wait for its next bytes without a
+// goroutine (see the wire's answerBody.Park).
+type parker interface {
+	Park(w rawio.Waker) bool
+}
+
+// park parks the upstream body's connection until its next bytes, when
+// nothing of it is buffered and nothing else reads it.
+func (r *Relay) park(wk rawio.Waker) bool {
+	if r.broken || r.ahead != nil {
+		return false
+	}
+	p, ok := r.stream.(parker)
+	return ok && p.Park(wk)
 }
 
 // relayEvents relays one round of writeEventsTo: the wait, then what can

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/modelgate/gateway/proxy/rawio"
 )
 
 // answerBody is a streamed answer's body, read from the connection's
@@ -47,10 +49,16 @@ type answerBody[C conn] struct {
 	shared bool
 	mu     sync.Mutex
 	isCut  bool
+	// parkedOn is the connection the body parked on (see Park), until it
+	// lets the connection go: its socket leaves the parker's set then.
+	parkedOn *rawio.Conn
 }
 
 // Read reads the next bytes of the body.
 func (b *answerBody[C]) Read(p []byte) (int, error) {
+	if b.br == nil && b.parkedOn != nil && !b.done {
+		b.unparked(!b.parkedOn.WokeReady()) // read after a park without Await
+	}
 	switch {
 	case b.done:
 		return 0, io.EOF
@@ -121,12 +129,68 @@ func (b *answerBody[C]) Await() bool {
 	if b.done || b.length != -1 || b.left != 0 {
 		return false
 	}
+	if b.br == nil {
+		b.unparked(!b.parkedOn.WokeReady())
+		return true
+	}
 	if b.awaitErr == nil && b.br.Buffered() == 0 {
 		if err := b.await(); err != nil {
 			b.awaitErr = chunkErr(err) // as ReadChunkSize's
 		}
 	}
 	return true
+}
+
+// Park is Await without a goroutine: where Await would wait without a reader
+// (an event stream's, over plain TCP, between its chunks), it gives the
+// reader back, arms the read's deadline as the wait would, and parks the
+// connection (rawio.Conn.Park), whose Wake calls w once the next bytes come,
+// the deadline passes or Cancel comes. It reports whether it parked; the
+// caller then must not touch the body until w's Wake, after which Await takes
+// a reader again, waits no more when the bytes came, and else waits as ever
+// (the deadline or the cancel returns at once). False, the caller goes on as
+// without Park.
+func (b *answerBody[C]) Park(w rawio.Waker) bool {
+	if b.done || b.length != -1 || b.left != 0 || !b.small || b.br == nil || b.awaitErr != nil || b.br.Buffered() != 0 {
+		return false
+	}
+	dc, ok := b.src.c.(*deadlineConn)
+	if !ok {
+		return false
+	}
+	rc, ok := dc.Conn.(*rawio.Conn)
+	if !ok {
+		return false
+	}
+	if !dc.awaitArmed {
+		if dc.armRead() != nil {
+			return false // Await meets it again, and returns it
+		}
+		dc.awaitArmed = true // the Read after the park keeps the deadline, as after await's wait
+	}
+	b.br.Reset(nil)
+	sseReaders.Put(b.br)
+	b.br, b.parkedOn = nil, rc
+	// After the deadline: a Cancel sets canceled before it kicks the park,
+	// so either this sees it, or the Kick ends the park.
+	if dc.canceled.Load() || !rc.Park(dc.deadline, w) {
+		b.unparked(false) // Await waits as ever
+		return false
+	}
+	return true
+}
+
+// unparked takes a reader again after a park (see Park) and, when wait is
+// set (the park did not end because the bytes came), waits as Await does:
+// a deadline passed or a cancel returns at once.
+func (b *answerBody[C]) unparked(wait bool) {
+	b.br = sseReaders.Get().(*bufio.Reader)
+	b.br.Reset(&b.src)
+	if wait && b.awaitErr == nil {
+		if err := b.await(); err != nil {
+			b.awaitErr = chunkErr(err)
+		}
+	}
 }
 
 // await is Await's wait for the next chunk. An event stream's small reader
@@ -240,12 +304,22 @@ func (b *answerBody[C]) end() {
 	b.done = true
 	b.releaseReader()
 	b.br = nil
+	b.unpark()
 	// Shared, the answer's header is not read: the relay may be setting it
 	// (see Share).
 	if b.cancel.detach() || b.closeConn || b.isCut || (!b.shared && b.resp.ConnectionClose()) {
 		b.t.close(b.hc, b.cc)
 	} else {
 		b.t.release(b.hc, b.cc)
+	}
+}
+
+// unpark takes the connection out of the parker's set, once the body lets
+// it go (to the pool, or closed).
+func (b *answerBody[C]) unpark() {
+	if b.parkedOn != nil {
+		b.parkedOn.Unpark()
+		b.parkedOn = nil
 	}
 }
 
@@ -281,7 +355,12 @@ func (b *answerBody[C]) RestFits(n int) bool {
 // let the connection of one read whole go already).
 func (b *answerBody[C]) Close() error {
 	if !b.done {
-		b.releaseReader()
+		if b.br != nil {
+			b.releaseReader()
+		} else {
+			b.small, b.src = false, carry{}
+		}
+		b.unpark()
 		b.cancel.detach()
 		b.t.close(b.hc, b.cc)
 	}
@@ -298,7 +377,7 @@ func (b *answerBody[C]) Close() error {
 // either not all there, so the read stops short of its CRLF, or there with
 // its CRLF; or a whole next chunk is).
 func (b *answerBody[C]) Ready() bool {
-	if b.done {
+	if b.done || b.br == nil {
 		return false
 	}
 	n := b.br.Buffered()

@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/modelgate/gateway/proxy/rawio"
 )
 
 // ErrCanceled is the error of an upstream call that its Cancel ended: the
@@ -99,4 +101,7 @@ var pastDeadline = time.Unix(1, 0)
 func (c *deadlineConn) cancel() {
 	c.canceled.Store(true)
 	c.Conn.SetReadDeadline(pastDeadline)
+	if rc, ok := c.Conn.(*rawio.Conn); ok {
+		rc.Kick() // a parked stream: no read waits (see answerBody.Park)
+	}
 }
