@@ -281,7 +281,20 @@ func (hs *heldStream) writeStream() {
 	hs.c, hs.cc, hs.srv, hs.started = nil, nil, nil, false
 	heldStreamPool.Put(hs)
 	cc.Attach() // fasthttp's Close after serve has come: the next one closes
-	if g.streams.end() && keep && (cc.NextBuffered() || g.streams.awaitRequest(cc, srv)) && !g.obs.draining.Load() {
+	if g.streams.end() && keep {
+		// The wait for the next request takes up to the idle timeout, and
+		// serving it as long as the client keeps the connection: not a
+		// resumer's to block on (see resume.go).
+		go g.serveAgain(cc, srv)
+		return
+	}
+	cc.Close()
+}
+
+// serveAgain serves a kept-alive connection again after its stream, once
+// its next request came, unless the gateway drains.
+func (g *Gateway) serveAgain(cc *clientconn.Conn, srv *fasthttp.Server) {
+	if (cc.NextBuffered() || g.streams.awaitRequest(cc, srv)) && !g.obs.draining.Load() {
 		if next := cc.HandOver(); next != nil {
 			cc.Close()          // the shell: the socket is next's
 			srv.ServeConn(next) // it closes next, unless a stream hijacks it
@@ -333,41 +346,6 @@ func (hs *heldStream) relay() (whole, parked bool) {
 // Wake goes on with a parked stream (see relay): from the parker's
 // goroutine, a timer's or a cancel's, which must not block.
 func (hs *heldStream) Wake() { resumeStream(hs) }
-
-// resumes hands a stream to an idle resumer: a goroutine that runs streams'
-// steps, from their start (see serve) or a park's Wake, one after another,
-// on a stack already grown for them. idleResumers counts the resumers that
-// wait on it; past maxIdleResumers a resumer ends instead of waiting.
-var (
-	resumes      = make(chan *heldStream)
-	idleResumers atomic.Int32
-)
-
-// maxIdleResumers bounds the resumers kept waiting. A stream's step holds
-// one for the few microseconds of an event, or while the client's socket
-// takes its write; a burst of more steps starts more, which end after it.
-const maxIdleResumers = 16
-
-// resumeStream has hs's next step run on a resumer, without waiting.
-func resumeStream(hs *heldStream) {
-	select {
-	case resumes <- hs:
-	default:
-		go resumer(hs)
-	}
-}
-
-func resumer(hs *heldStream) {
-	for {
-		hs.writeStream()
-		if idleResumers.Add(1) > maxIdleResumers {
-			idleResumers.Add(-1)
-			return
-		}
-		hs = <-resumes
-		idleResumers.Add(-1)
-	}
-}
 
 // chunkFraming is the most a chunk's framing takes: its size in hex, CRLF
 // after it and after the chunk.

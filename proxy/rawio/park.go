@@ -1,5 +1,7 @@
 package rawio
 
+import "sync/atomic"
+
 // Waker is what a Park calls when its wait ends: the connection is readable,
 // the wait's deadline passed, or Kick came. It is called once per Park, from
 // the parker's goroutine, a timer's or Kick's caller, and must not block.
@@ -7,18 +9,21 @@ type Waker interface {
 	Wake()
 }
 
-// The phases of a Parking's state, its low two bits; the rest is the park's
-// generation, which tells an event fetched for an earlier park from one for
-// this one.
+// A Parking's state: the phase of its park, and what came while it was not
+// parked (its owner was reading), which the next Park sees.
 const (
-	parkIdle      = 0
+	parkRunning   = 0 // not parked: its owner reads
 	parkWaiting   = 1
-	parkWokeReady = 2 // the socket became readable (or its peer left, or it failed)
-	parkWokeOther = 3 // the deadline passed, or Kick
+	parkWokeReady = 2 // woken: the socket became readable (or its peer left, or it failed)
+	parkWokeOther = 3 // woken: the deadline passed, or Kick
+	phaseMask     = 3
+
+	pendingReady = 4 // the socket became readable while not parked
+	pendingOther = 8 // the deadline passed, or Kick came, while not parked
 )
 
-func parkGen(s uint64) uint32  { return uint32(s >> 2) }
-func parkPhase(s uint64) uint8 { return uint8(s & 3) }
+// parkState is a Parking's state word.
+type parkState struct{ s atomic.Uint32 }
 
 // WokeReady reports whether the last Park on x ended because its socket
 // became readable: the Read after it finds the bytes (or the peer's close)
@@ -27,39 +32,34 @@ func parkPhase(s uint64) uint8 { return uint8(s & 3) }
 // deadline passed or a cancel.
 func (x *Conn) WokeReady() bool {
 	p := x.park.Load()
-	return p != nil && parkPhase(p.state.Load()) == parkWokeReady
+	return p != nil && p.state.s.Load()&phaseMask == parkWokeReady
 }
 
 // Kick ends the Park in progress on x, if any, at once: its Waker is called.
 // It is for a cancel from another goroutine (see package wire's Cancel),
 // which first makes every later read fail, so the stream woken does not wait
-// again.
+// again; a Kick while x is not parked has its next Park not park.
 func (x *Conn) Kick() {
 	if p := x.park.Load(); p != nil {
-		p.wake(parkWokeOther)
+		p.state.end(parkWokeOther, pendingOther, p)
 	}
 }
 
-// wakeAt ends p's wait as ready when it is still the park of generation
-// gen (see parker.fire): a later park is not woken by an earlier one's event.
-func (p *Parking) wakeAt(gen uint32) {
-	s := uint64(gen)<<2 | parkWaiting
-	if p.state.CompareAndSwap(s, s&^3|parkWokeReady) {
-		p.w.Wake()
-	}
-}
-
-// wake ends p's wait with phase, unless it has ended already; the caller
-// that ends it calls the Waker.
-func (p *Parking) wake(phase uint64) {
+// end ends a park with phase (parkWokeReady or parkWokeOther) and calls its
+// Waker, or, when none is in progress, notes pending for the next Park.
+func (st *parkState) end(phase, pending uint32, p *Parking) {
 	for {
-		s := p.state.Load()
-		if parkPhase(s) != parkWaiting {
-			return
-		}
-		if p.state.CompareAndSwap(s, s&^3|phase) {
-			p.w.Wake()
-			return
+		s := st.s.Load()
+		switch s & phaseMask {
+		case parkWaiting:
+			if st.s.CompareAndSwap(s, phase) {
+				p.w.Wake()
+				return
+			}
+		default:
+			if s&pending != 0 || st.s.CompareAndSwap(s, s|pending) {
+				return
+			}
 		}
 	}
 }

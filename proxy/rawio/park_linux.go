@@ -3,7 +3,6 @@
 package rawio
 
 import (
-	"errors"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -14,31 +13,33 @@ import (
 
 // The parker is one goroutine for the process with an epoll instance of its
 // own, as the watcher has (see watch_linux.go): a parked connection's socket
-// is registered in it for EPOLLIN and EPOLLRDHUP, one shot, and the epoll
-// instance is waited on through the runtime's poller, so the parker parks as
-// any goroutine does. When a socket is ready, the parker calls the park's
-// Waker: no goroutine waited for it meanwhile, so a stream that idles between
-// its events holds no goroutine and no stack, only its state on the heap.
+// is registered in it, edge-triggered, for EPOLLIN and EPOLLRDHUP, and the
+// epoll instance is waited on through the runtime's poller, so the parker
+// parks as any goroutine does. When a socket becomes readable, the parker
+// calls its park's Waker: no goroutine waited for it meanwhile, so a stream
+// that idles between its events holds no goroutine and no stack, only its
+// state on the heap.
 //
-// A socket stays registered from its first Park until Unpark, which its
-// owner calls before the connection goes back to a pool or closes; each Park
-// after the first re-arms it (EPOLL_CTL_MOD) with the park's slot and
-// generation as the event's data, so an event fetched for an earlier park is
-// dropped. Level-triggered and one shot: bytes that came before the re-arm
-// report at once. The park's deadline is a timer of its own, reset by each
-// Park (Go's deadline of the connection wakes only a goroutine waiting on
-// it).
+// A socket is registered at its connection's first Park and stays so until
+// Unpark, which its owner calls before the connection goes back to a pool or
+// closes: a park costs no system call. Edge-triggered, the parker hears of
+// each arrival of bytes once; one that comes while the owner reads (not
+// parked) is noted in the Parking's state, and the next Park looks at the
+// socket (a recv of MSG_PEEK) before it parks, so bytes that came before the
+// park are never left without a wake. The park's deadline is a timer of its
+// own, moved only when the deadline moves (Go's deadline of the connection
+// wakes only a goroutine waiting on it).
 
 // Parking is a connection's park (see Conn.Park): made at its first Park and
 // kept with it.
 type Parking struct {
-	state atomic.Uint64 // generation<<2 | phase
-	due   atomic.Int64  // the deadline's UnixNano; 0: none
+	state parkState
+	due   atomic.Int64 // the deadline's UnixNano; 0: none
+	armed int64        // the due the timer is set for: the owner's
 	w     Waker
 	timer *time.Timer
 	fd    int32
 	slot  int32 // in the parker's table, while registered; -1 otherwise
-	added bool  // the socket is in the parker's epoll set (a hint: see Park)
 	getFD func(uintptr)
 }
 
@@ -55,13 +56,7 @@ type parker struct {
 	step   func(uintptr) bool
 	events [128]syscall.EpollEvent
 	n      int
-	woken  []woken
-}
-
-// woken is a park that fire found ready: p, at generation gen.
-type woken struct {
-	p   *Parking
-	gen uint32
+	woken  []*Parking
 }
 
 var (
@@ -106,12 +101,12 @@ func newParker() *parker {
 // Park waits, without a goroutine, until x is readable (bytes, the peer's
 // close, a failure), deadline passes (none when zero) or Kick comes, and
 // then calls w.Wake once. It reports whether it parked: false when it cannot
-// (no parker, a socket epoll refuses, a deadline passed already), and the
-// caller then waits as ever. Once it returns true the park may have ended
-// already, on another goroutine: the caller must not touch what w's Wake
-// goes on with. One Park at a time per Conn, from its reader; the next one
-// comes after the last one's Wake. Unpark must come before x goes back to a
-// pool or closes.
+// (no parker, a socket epoll refuses, a deadline passed already), or when
+// the bytes came already, or a Kick did; the caller then reads, or waits as
+// ever. Once it returns true the park may have ended already, on another
+// goroutine: the caller must not touch what w's Wake goes on with. One Park
+// at a time per Conn, from its reader; the next one comes after the last
+// one's Wake. Unpark must come before x goes back to a pool or closes.
 func (x *Conn) Park(deadline time.Time, w Waker) bool {
 	pk := getParker()
 	if pk == nil {
@@ -125,51 +120,62 @@ func (x *Conn) Park(deadline time.Time, w Waker) bool {
 		p.timer.Stop()
 		x.park.Store(p)
 	}
-	if p.fd < 0 && x.rc.Control(p.getFD) != nil {
-		return false
-	}
-	if p.slot < 0 && !pk.assign(p) {
-		return false
-	}
 	var due int64
 	if !deadline.IsZero() {
-		due = deadline.UnixNano()
 		if deadline.Before(time.Now()) {
 			return false
 		}
+		due = deadline.UnixNano()
 	}
-	gen := parkGen(p.state.Load()) + 1
-	p.w = w
-	p.due.Store(due)
-	add := !p.added
-	p.added = true
-	p.state.Store(uint64(gen)<<2 | parkWaiting)
-	// From here on the park may end on another goroutine: only what is local
-	// and p's atomics are touched (the timer is safe for concurrent use).
-	if due != 0 {
-		p.timer.Reset(time.Until(deadline))
-	}
-	if pk.arm(p, gen, add) {
-		parks.Add(1)
-		return true
-	}
-	s := uint64(gen)<<2 | parkWaiting
-	if p.state.CompareAndSwap(s, s&^3|parkIdle) {
-		p.timer.Stop()
-		p.added = false
+	if p.slot < 0 && !pk.register(x, p) {
 		return false
 	}
-	return true // the deadline or a Kick ended it meanwhile: its Wake is called
+	p.w = w
+	if due != p.armed {
+		p.armed = due
+		p.due.Store(due)
+		if due != 0 {
+			p.timer.Reset(time.Until(deadline))
+		} else {
+			p.timer.Stop()
+		}
+	}
+	return p.enter()
+}
+
+// enter parks p, unless something came while its owner read: a Kick or the
+// deadline (the caller then waits as ever, which returns at once), or bytes
+// the socket still holds (the caller reads them).
+func (p *Parking) enter() bool {
+	for {
+		s := p.state.s.Load()
+		switch {
+		case s&pendingOther != 0:
+			p.state.s.Store(parkWokeOther)
+			return false
+		case s&pendingReady != 0:
+			if !p.state.s.CompareAndSwap(s, parkRunning) {
+				continue
+			}
+			if sysPeek(uintptr(p.fd)) != syscall.EAGAIN {
+				p.state.s.CompareAndSwap(parkRunning, parkWokeReady)
+				return false
+			}
+		case p.state.s.CompareAndSwap(s, parkWaiting):
+			parks.Add(1)
+			return true
+		}
+	}
 }
 
 func (p *Parking) setFD(fd uintptr) { p.fd = int32(fd) }
 
 // expire is the park's timer: it ends the park whose deadline passed. One
-// that an earlier park armed, and that fires once the next park began, does
-// nothing while the next one's deadline is ahead.
+// set for an earlier deadline that fires once the deadline moved does
+// nothing.
 func (p *Parking) expire() {
 	if due := p.due.Load(); due != 0 && time.Now().UnixNano() >= due {
-		p.wake(parkWokeOther)
+		p.state.end(parkWokeOther, pendingOther, p)
 	}
 }
 
@@ -182,25 +188,25 @@ func (x *Conn) Unpark() {
 		return
 	}
 	p.timer.Stop()
+	p.armed = 0
 	p.due.Store(0)
-	// A later generation: an event fetched for this park is dropped.
-	p.state.Store(uint64(parkGen(p.state.Load())+1) << 2)
 	pk := theParker
-	if p.added {
-		syscall.EpollCtl(pk.ep, syscall.EPOLL_CTL_DEL, int(p.fd), nil)
-		p.added = false
-	}
+	epollCtl(pk.ep, syscall.EPOLL_CTL_DEL, int(p.fd), nil)
 	pk.mu.Lock()
 	pk.slots[p.slot] = nil
 	pk.free = append(pk.free, p.slot)
 	pk.mu.Unlock()
-	p.slot, p.fd = -1, -1
+	p.slot = -1
+	p.state.s.Store(parkRunning)
 }
 
-// assign gives p a slot of the table.
-func (pk *parker) assign(p *Parking) bool {
+// register gives p a slot of the table and adds x's socket to the epoll
+// set, edge-triggered, the slot its event's data.
+func (pk *parker) register(x *Conn, p *Parking) bool {
+	if p.fd < 0 && x.rc.Control(p.getFD) != nil {
+		return false
+	}
 	pk.mu.Lock()
-	defer pk.mu.Unlock()
 	if n := len(pk.free); n > 0 {
 		p.slot, pk.free = pk.free[n-1], pk.free[:n-1]
 	} else {
@@ -208,29 +214,23 @@ func (pk *parker) assign(p *Parking) bool {
 		pk.slots = append(pk.slots, nil)
 	}
 	pk.slots[p.slot] = p
+	pk.mu.Unlock()
+	ev := syscall.EpollEvent{Events: parkEvents, Fd: p.slot}
+	if epollCtl(pk.ep, syscall.EPOLL_CTL_ADD, int(p.fd), &ev) != nil {
+		pk.mu.Lock()
+		pk.slots[p.slot] = nil
+		pk.free = append(pk.free, p.slot)
+		pk.mu.Unlock()
+		p.slot = -1
+		return false
+	}
 	return true
 }
 
-// arm registers p's socket for its park of generation gen, or re-arms it:
-// added says whether it is thought out of the set (a Park whose arm raced a
-// deadline may have left it wrong, which the other operation mends).
-func (pk *parker) arm(p *Parking, gen uint32, add bool) bool {
-	ev := syscall.EpollEvent{
-		Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT,
-		Fd:     p.slot,
-		Pad:    int32(gen),
-	}
-	fd := int(p.fd)
-	op, other := syscall.EPOLL_CTL_MOD, syscall.EPOLL_CTL_ADD
-	if add {
-		op, other = other, op
-	}
-	err := epollCtl(pk.ep, op, fd, &ev)
-	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EEXIST) {
-		err = epollCtl(pk.ep, other, fd, &ev)
-	}
-	return err == nil
-}
+// parkEvents are what a parked socket is registered for: bytes, the peer's
+// FIN, and, implied, a reset or failure; edge-triggered (EPOLLET, whose bit
+// is past int32's range in package syscall).
+const parkEvents = syscall.EPOLLIN | syscall.EPOLLRDHUP | uint32(1)<<31
 
 // epollCtl is syscall.EpollCtl without the scheduler's system-call state
 // (see the package doc): epoll_ctl does not block.
@@ -271,25 +271,22 @@ func (pk *parker) wait(fd uintptr) bool {
 	}
 }
 
-// fire wakes the parks whose sockets are ready: their Wakers are called
-// outside the table's lock.
+// fire wakes the parks whose sockets became readable (or notes it for
+// those not parked): their Wakers are called outside the table's lock.
 func (pk *parker) fire() {
 	pk.mu.Lock()
 	for _, ev := range pk.events[:pk.n] {
 		if i := ev.Fd; i >= 0 && int(i) < len(pk.slots) {
 			if p := pk.slots[i]; p != nil {
-				s := p.state.Load()
-				if parkGen(s) == uint32(ev.Pad) && parkPhase(s) == parkWaiting {
-					pk.woken = append(pk.woken, woken{p, uint32(ev.Pad)})
-				}
+				pk.woken = append(pk.woken, p)
 			}
 		}
 	}
 	pk.n = 0
 	pk.mu.Unlock()
-	for i, k := range pk.woken {
-		k.p.wakeAt(k.gen)
-		pk.woken[i] = woken{}
+	for i, p := range pk.woken {
+		p.state.end(parkWokeReady, pendingReady, p)
+		pk.woken[i] = nil
 	}
 	pk.woken = pk.woken[:0]
 }

@@ -2,16 +2,13 @@
 
 package rawio
 
-import (
-	"sync/atomic"
-	"time"
-)
+import "time"
 
 // Outside Linux nothing parks: every wait is a goroutine's.
 
 // Parking is a connection's park; outside Linux there is none.
 type Parking struct {
-	state atomic.Uint64
+	state parkState
 	w     Waker
 }
 
