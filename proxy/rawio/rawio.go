@@ -19,7 +19,10 @@
 // watches a connection's peer for its leaving while nothing reads from the
 // connection (Watch: one watcher goroutine and epoll instance for the
 // process, Linux only), so that a client that goes away ends the upstream
-// call it waits on at once.
+// call it waits on at once; and it parks a connection that waits for its
+// next bytes without a goroutine (Park: one parker goroutine and epoll
+// instance for the process, Linux only), so that an idle stream holds no
+// stack.
 //
 // It does not own the connections: their deadlines, close and addresses stay
 // the *net.TCPConn's. It is used only for *net.TCPConn; anything else (tests

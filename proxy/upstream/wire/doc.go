@@ -58,7 +58,10 @@
 //     reader once its head is read ("An idle stream's upstream reader"),
 //     which it gives back to its pool while it waits for the next chunk on a
 //     plain TCP connection: the wait is rawio's, a peek that reads nothing
-//     ("An idle stream holds no reader").
+//     ("An idle stream holds no reader"), or, for a caller that can go on
+//     without a goroutine (Park), no wait at all: the connection is parked
+//     in rawio's epoll set until its next bytes ("An idle stream holds no
+//     goroutine").
 //
 // Trailers, a body read whole and every head it leaves are read by fasthttp's
 // public parser (ResponseHeader.Read, ReadTrailer, Response.ReadBody), as
