@@ -62,12 +62,13 @@ type parker struct {
 var (
 	parkerOnce sync.Once
 	theParker  *parker
-	// parks counts the parks since the process began.
+	// parks counts the sockets registered since the process began.
 	parks atomic.Uint64
 )
 
-// Parks returns how many waits were parked (see Conn.Park) since the
-// process began.
+// Parks returns how many connections began to park (their socket registered
+// with the parker at their first Park, see Conn.Park) since the process
+// began.
 func Parks() uint64 { return parks.Load() }
 
 func getParker() *parker {
@@ -162,7 +163,6 @@ func (p *Parking) enter() bool {
 				return false
 			}
 		case p.state.s.CompareAndSwap(s, parkWaiting):
-			parks.Add(1)
 			return true
 		}
 	}
@@ -196,7 +196,7 @@ func (x *Conn) Unpark() {
 	pk.slots[p.slot] = nil
 	pk.free = append(pk.free, p.slot)
 	pk.mu.Unlock()
-	p.slot = -1
+	p.slot, p.w = -1, nil
 	p.state.s.Store(parkRunning)
 }
 
@@ -224,6 +224,7 @@ func (pk *parker) register(x *Conn, p *Parking) bool {
 		p.slot = -1
 		return false
 	}
+	parks.Add(1)
 	return true
 }
 
