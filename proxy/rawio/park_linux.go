@@ -3,7 +3,6 @@
 package rawio
 
 import (
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -44,9 +43,7 @@ type Parking struct {
 }
 
 type parker struct {
-	ep   int
-	file *os.File // ep, in the runtime's poller
-	rc   syscall.RawConn
+	polledEpoll
 
 	mu    sync.Mutex
 	slots []*Parking
@@ -79,21 +76,11 @@ func getParker() *parker {
 // newParker starts the parker, or returns nil when it cannot: nothing parks
 // then, and every wait is a goroutine's.
 func newParker() *parker {
-	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
-	if err != nil {
+	pe, ok := newPolledEpoll("rawio-park")
+	if !ok {
 		return nil
 	}
-	if syscall.SetNonblock(ep, true) != nil {
-		syscall.Close(ep)
-		return nil
-	}
-	f := os.NewFile(uintptr(ep), "rawio-park")
-	rc, err := f.SyscallConn()
-	if err != nil || f.SetReadDeadline(time.Time{}) != nil { // not in the runtime's poller
-		f.Close()
-		return nil
-	}
-	pk := &parker{ep: ep, file: f, rc: rc}
+	pk := &parker{polledEpoll: pe}
 	pk.step = pk.wait
 	go pk.run()
 	return pk
@@ -257,19 +244,8 @@ func (pk *parker) run() {
 // wait is run's step: it fetches the ready events without waiting, and asks
 // the poller to wait while there are none.
 func (pk *parker) wait(fd uintptr) bool {
-	for {
-		n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd,
-			uintptr(unsafe.Pointer(&pk.events[0])), uintptr(len(pk.events)), 0, 0, 0)
-		switch {
-		case e == syscall.EINTR:
-			continue
-		case e != 0 || n == 0:
-			pk.n = 0
-			return false
-		}
-		pk.n = int(n)
-		return true
-	}
+	pk.n = fetch(fd, pk.events[:])
+	return pk.n > 0
 }
 
 // fire wakes the parks whose sockets became readable (or notes it for

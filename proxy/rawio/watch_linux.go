@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 )
 
 // The watcher is one goroutine for the process with an epoll instance of its
@@ -49,9 +48,7 @@ type watchState struct {
 }
 
 type watcher struct {
-	ep   int
-	file *os.File // ep, in the runtime's poller
-	rc   syscall.RawConn
+	polledEpoll
 
 	mu         sync.Mutex
 	head, tail *Watch // pending
@@ -95,21 +92,11 @@ func getWatcher() *watcher {
 // newWatcher starts the watcher, or returns nil when it cannot: nothing is
 // watched then.
 func newWatcher() *watcher {
-	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
-	if err != nil {
+	pe, ok := newPolledEpoll("rawio-watch")
+	if !ok {
 		return nil
 	}
-	if syscall.SetNonblock(ep, true) != nil {
-		syscall.Close(ep)
-		return nil
-	}
-	f := os.NewFile(uintptr(ep), "rawio-watch")
-	rc, err := f.SyscallConn()
-	if err != nil || f.SetReadDeadline(time.Time{}) != nil { // not in the runtime's poller
-		f.Close()
-		return nil
-	}
-	wt := &watcher{ep: ep, file: f, rc: rc}
+	wt := &watcher{polledEpoll: pe}
 	wt.step, wt.add = wt.wait, wt.addFD
 	go wt.run()
 	return wt
@@ -234,19 +221,8 @@ func (wt *watcher) run() {
 // wait is run's step: it fetches the ready events without waiting, and asks
 // the poller to wait while there are none.
 func (wt *watcher) wait(fd uintptr) bool {
-	for {
-		n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd,
-			uintptr(unsafe.Pointer(&wt.events[0])), uintptr(len(wt.events)), 0, 0, 0)
-		switch {
-		case e == syscall.EINTR:
-			continue
-		case e != 0 || n == 0:
-			wt.n = 0
-			return false
-		}
-		wt.n = int(n)
-		return true
-	}
+	wt.n = fetch(fd, wt.events[:])
+	return wt.n > 0
 }
 
 // fire cancels the waits whose peer left; under mu.
