@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -224,7 +223,7 @@ func (b *Blobs) beginUpload(f *File) (upload, error) {
 func (u *blobUpload) put(idx uint32, chunk []byte) error {
 	o := u.b.obj
 	if idx == 0 && len(chunk) < o.opts.PartSize {
-		if err := o.put(u.name, bytes.NewReader(chunk), int64(len(chunk))); err != nil {
+		if err := o.put(u.name, chunk); err != nil {
 			return err
 		}
 		u.written = time.Now()
@@ -240,8 +239,7 @@ func (u *blobUpload) put(idx uint32, chunk []byte) error {
 		u.multi = id
 	}
 	var p minio.ObjectPart
-	r := bytes.NewReader(chunk)
-	err := idempotent(r, func() (err error) {
+	err := idempotent(chunk, func(r io.Reader) (err error) {
 		p, err = o.c.PutObjectPart(ctx, o.bucket, u.name, u.multi, int(idx)+1, r, int64(len(chunk)), minio.PutObjectPartOptions{})
 		return err
 	})
@@ -275,7 +273,7 @@ func (u *blobUpload) finishObject() error {
 	}
 	o := u.b.obj
 	if u.multi == "" {
-		if err := o.put(u.name, bytes.NewReader(nil), 0); err != nil {
+		if err := o.put(u.name, nil); err != nil {
 			return err
 		}
 		u.written = time.Now()

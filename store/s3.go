@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -173,12 +175,12 @@ func noSuchKey(err error) bool {
 	return minio.ToErrorResponse(err).Code == minio.NoSuchKey
 }
 
-// put writes an object of size bytes read from r (see idempotent).
-func (o *objects) put(name string, r io.ReadSeeker, size int64) error {
-	err := idempotent(r, func() error {
+// put writes an object of the bytes b (see idempotent).
+func (o *objects) put(name string, b []byte) error {
+	err := idempotent(b, func(r io.Reader) error {
 		ctx, cancel := o.ctx()
 		defer cancel()
-		_, err := o.c.PutObject(ctx, o.bucket, name, r, size, "", "", minio.PutObjectOptions{})
+		_, err := o.c.PutObject(ctx, o.bucket, name, r, int64(len(b)), "", "", minio.PutObjectOptions{})
 		return err
 	})
 	if err != nil {
@@ -187,18 +189,59 @@ func (o *objects) put(name string, r io.ReadSeeker, size int64) error {
 	return nil
 }
 
-// idempotent runs a write of the bytes of r that may be made twice (a PUT of an object
-// or of a part: the same name, the same bytes) and makes it once more, from r's start,
-// when it failed as sendAgain says.
-func idempotent(r io.Seeker, write func() error) error {
-	err := write()
-	if err == nil || !sendAgain(err) {
-		return err
+// idempotent runs a write of the bytes b that may be made twice (a PUT of an object or of
+// a part: the same name, the same bytes) and makes it once more when it failed as
+// sendAgain says. Each send reads b through a reader of its own, which is stopped once
+// the send returned: Go's transport may go on writing a request's body after its answer
+// came (an early 400), and minio closes no body of the caller's, so a send that ended can
+// still be reading; stopped, it reads nothing more of b, which the retry, and the caller
+// after it, may then use.
+func idempotent(b []byte, write func(r io.Reader) error) error {
+	for try := 0; ; try++ {
+		r := &sendReader{}
+		r.r.Reset(b)
+		err := write(r)
+		r.stop()
+		if err == nil || try > 0 || !sendAgain(err) {
+			return err
+		}
 	}
-	if _, serr := r.Seek(0, io.SeekStart); serr != nil {
-		return err
+}
+
+// sendReader is one send's reader of a write's bytes (see idempotent).
+type sendReader struct {
+	mu      sync.Mutex
+	r       bytes.Reader
+	stopped bool
+}
+
+// errSendEnded is what a send that ended reads.
+var errSendEnded = errors.New("store: the send ended")
+
+func (s *sendReader) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return 0, errSendEnded
 	}
-	return write()
+	return s.r.Read(p)
+}
+
+// Seek is bytes.Reader's, for a client that rewinds a body it sends again.
+func (s *sendReader) Seek(offset int64, whence int) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return 0, errSendEnded
+	}
+	return s.r.Seek(offset, whence)
+}
+
+// stop ends the send's reads: none is under way once it returns.
+func (s *sendReader) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
 }
 
 // sendAgain reports whether a request that only reads, or writes what it would write
