@@ -27,7 +27,7 @@ import (
 // RequestCtx only once that handler returns, so serve takes what the reader
 // holds past the stream's request, detaches the connection from fasthttp's
 // Close (clientconn.Conn.Detach), hands the stream to a resumer (a goroutine
-// that runs streams' steps, see resumeStream) and returns. Between its
+// that runs streams' steps, see package resume) and returns. Between its
 // events a stream holds no goroutine at all: where it would wait for its
 // upstream's next bytes, the upstream connection is parked
 // (rawio.Conn.Park) and the park's Wake hands the stream to a resumer again

@@ -172,7 +172,7 @@ func BenchmarkPacedBurst(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.SetBytes(int64(len(pacedFrame)))
-			cpu0, i, started := processCPU(), 0, theResumers.started.Load()
+			cpu0, i, started := processCPU(), 0, resumers.Started()
 			for b.Loop() {
 				if err := s.send(i); err != nil {
 					b.Fatal(err)
@@ -184,7 +184,7 @@ func BenchmarkPacedBurst(b *testing.B) {
 			}
 			receive(i)
 			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
-			b.ReportMetric(float64(theResumers.started.Load()-started)/float64(b.N), "resumers/op")
+			b.ReportMetric(float64(resumers.Started()-started)/float64(b.N), "resumers/op")
 		})
 	}
 }
