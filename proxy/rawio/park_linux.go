@@ -33,7 +33,7 @@ import (
 // kept with it.
 type Parking struct {
 	state parkState
-	due   atomic.Int64 // the deadline's UnixNano; 0: none
+	due   atomic.Int64 // the deadline, as parkClock reads it; 0: none
 	armed int64        // the due the timer is set for: the owner's
 	w     Waker
 	timer *time.Timer
@@ -113,7 +113,7 @@ func (x *Conn) Park(deadline time.Time, w Waker) bool {
 		if deadline.Before(time.Now()) {
 			return false
 		}
-		due = deadline.UnixNano()
+		due = max(1, int64(deadline.Sub(parkEpoch)))
 	}
 	if p.slot < 0 && !pk.register(x, p) {
 		return false
@@ -157,11 +157,16 @@ func (p *Parking) enter() bool {
 
 func (p *Parking) setFD(fd uintptr) { p.fd = int32(fd) }
 
+// parkEpoch is what a park's deadline is counted from: the monotonic clock,
+// as the runtime counts the connection's own deadline, so that a step of the
+// wall clock neither fires a park's timer early nor leaves it unheard.
+var parkEpoch = time.Now()
+
 // expire is the park's timer: it ends the park whose deadline passed. One
 // set for an earlier deadline that fires once the deadline moved does
 // nothing.
 func (p *Parking) expire() {
-	if due := p.due.Load(); due != 0 && time.Now().UnixNano() >= due {
+	if due := p.due.Load(); due != 0 && int64(time.Since(parkEpoch)) >= due {
 		p.state.end(parkWokeOther, pendingOther, p)
 	}
 }
