@@ -32,8 +32,8 @@ import (
 // upstream's next bytes, the upstream connection is parked
 // (rawio.Conn.Park) and the park's Wake hands the stream to a resumer again
 // (see relay). An idle stream is then its state on the heap and its two
-// sockets, not a goroutine's stack (4 KiB at least) as well. The call no longer has the
-// RequestCtx from then on (call.dropRequestCtx). The stream writes the head
+// sockets, not a goroutine's stack (4 KiB at least) as well. The call no
+// longer has the RequestCtx from then on (call.dropRequestCtx). The stream writes the head
 // fasthttp would have written, byte for byte (its bytes built by fasthttp
 // from the response, with the answer's lines spliced in: see
 // clientconn.Conn.SpliceHead), then each relayed write of events as one
@@ -284,7 +284,7 @@ func (hs *heldStream) writeStream() {
 	if g.streams.end() && keep {
 		// The wait for the next request takes up to the idle timeout, and
 		// serving it as long as the client keeps the connection: not a
-		// resumer's to block on (see resume.go).
+		// resumer's to block on (see package resume).
 		go g.serveAgain(cc, srv)
 		return
 	}

@@ -33,7 +33,7 @@ import (
 // kept with it.
 type Parking struct {
 	state parkState
-	due   atomic.Int64 // the deadline, as parkClock reads it; 0: none
+	due   atomic.Int64 // the deadline, counted from parkEpoch; 0: none
 	armed int64        // the due the timer is set for: the owner's
 	w     Waker
 	timer *time.Timer
@@ -110,10 +110,13 @@ func (x *Conn) Park(deadline time.Time, w Waker) bool {
 	}
 	var due int64
 	if !deadline.IsZero() {
-		if deadline.Before(time.Now()) {
-			return false
-		}
 		due = max(1, int64(deadline.Sub(parkEpoch)))
+	}
+	// A deadline that moved is looked at, and the timer set for it; one
+	// that did not has its timer set already, which ends the park (or, fired
+	// while the owner read, has the next Park not park) once it passes.
+	if due != p.armed && due != 0 && deadline.Before(time.Now()) {
+		return false
 	}
 	if p.slot < 0 && !pk.register(x, p) {
 		return false
@@ -184,12 +187,18 @@ func (x *Conn) Unpark() {
 	p.due.Store(0)
 	pk := theParker
 	epollCtl(pk.ep, syscall.EPOLL_CTL_DEL, int(p.fd), nil)
+	pk.release(p)
+	p.w = nil
+	p.state.s.Store(parkRunning)
+}
+
+// release gives p's slot of the table back.
+func (pk *parker) release(p *Parking) {
 	pk.mu.Lock()
 	pk.slots[p.slot] = nil
 	pk.free = append(pk.free, p.slot)
 	pk.mu.Unlock()
-	p.slot, p.w = -1, nil
-	p.state.s.Store(parkRunning)
+	p.slot = -1
 }
 
 // register gives p a slot of the table and adds x's socket to the epoll
@@ -209,11 +218,7 @@ func (pk *parker) register(x *Conn, p *Parking) bool {
 	pk.mu.Unlock()
 	ev := syscall.EpollEvent{Events: parkEvents, Fd: p.slot}
 	if epollCtl(pk.ep, syscall.EPOLL_CTL_ADD, int(p.fd), &ev) != nil {
-		pk.mu.Lock()
-		pk.slots[p.slot] = nil
-		pk.free = append(pk.free, p.slot)
-		pk.mu.Unlock()
-		p.slot = -1
+		pk.release(p)
 		return false
 	}
 	parks.Add(1)

@@ -57,7 +57,7 @@ type answerBody[C conn] struct {
 // Read reads the next bytes of the body.
 func (b *answerBody[C]) Read(p []byte) (int, error) {
 	if b.br == nil && b.parkedOn != nil && !b.done {
-		b.unparked(!b.parkedOn.WokeReady()) // read after a park without Await
+		b.afterPark() // read after a park without Await
 	}
 	switch {
 	case b.done:
@@ -130,7 +130,7 @@ func (b *answerBody[C]) Await() bool {
 		return false
 	}
 	if b.br == nil {
-		b.unparked(!b.parkedOn.WokeReady())
+		b.afterPark()
 		return true
 	}
 	if b.awaitErr == nil && b.br.Buffered() == 0 {
@@ -179,6 +179,10 @@ func (b *answerBody[C]) Park(w rawio.Waker) bool {
 	}
 	return true
 }
+
+// afterPark goes on after a park's Wake: a reader again, and Await's wait
+// unless the park ended because the bytes came.
+func (b *answerBody[C]) afterPark() { b.unparked(!b.parkedOn.WokeReady()) }
 
 // unparked takes a reader again after a park (see Park) and, when wait is
 // set (the park did not end because the bytes came), waits as Await does:
